@@ -21,7 +21,9 @@ def load_tokenizer(vocab_file: str | Path, lower_case: bool = True) -> Tokenizer
     vocab_file = Path(vocab_file)
     if not vocab_file.is_file():
         raise UserError(f"{vocab_file}: vocabulary file not found (run the `vocab` stage, or fix the path)")
-    tokenizer = Tokenizer(WordPiece.from_file(str(vocab_file), unk_token="[UNK]", max_input_chars_per_word=100))
+    tokenizer = Tokenizer(
+        WordPiece.from_file(str(vocab_file), unk_token="[UNK]", max_input_chars_per_word=100)
+    )
     # strip_accents=None follows `lowercase`, as in BERT: uncased models strip accents, cased keep them.
     tokenizer.normalizer = normalizers.BertNormalizer(
         clean_text=True, handle_chinese_chars=True, strip_accents=None, lowercase=lower_case
@@ -30,7 +32,9 @@ def load_tokenizer(vocab_file: str | Path, lower_case: bool = True) -> Tokenizer
     tokenizer.decoder = decoders.WordPiece(prefix="##")
     missing = [token for token in SPECIAL_TOKENS if tokenizer.token_to_id(token) is None]
     if missing:
-        raise UserError(f"{vocab_file}: vocabulary lacks the special tokens {missing}; it is not a BERT vocab.txt")
+        raise UserError(
+            f"{vocab_file}: vocabulary lacks the special tokens {missing}; it is not a BERT vocab.txt"
+        )
     cls_id, sep_id = tokenizer.token_to_id("[CLS]"), tokenizer.token_to_id("[SEP]")
     tokenizer.post_processor = processors.TemplateProcessing(
         single="[CLS] $A [SEP]",

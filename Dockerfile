@@ -1,0 +1,21 @@
+# GPU image: NVIDIA's PyTorch container ships CUDA, NCCL, a tuned PyTorch and apex (FusedLAMB,
+# FusedLayerNorm), which the pipeline uses when `pretrain.use_apex: true`.
+#   docker build -t bert-dvc .
+#   docker run --gpus all --ipc=host --rm -it -v $PWD/data:/workspace/bert-dvc/data \
+#       -v $PWD/metrics:/workspace/bert-dvc/metrics bert-dvc dvc repro
+FROM nvcr.io/nvidia/pytorch:25.10-py3
+
+WORKDIR /workspace/bert-dvc
+ENV PYTHONUNBUFFERED=1 PIP_DISABLE_PIP_VERSION_CHECK=1
+
+# The container's own torch (and apex) stay: install everything else from our pins, but not torch.
+COPY requirements.txt requirements-test.txt ./
+RUN grep -v '^torch==' requirements.txt > /tmp/requirements-notorch.txt \
+ && pip install --no-cache-dir -r /tmp/requirements-notorch.txt
+
+COPY . .
+RUN pip install --no-cache-dir --no-deps -e . \
+ && git config --global --add safe.directory /workspace/bert-dvc \
+ && python -c "import apex, bert.modeling; print('apex available')"
+
+CMD ["dvc", "repro"]
