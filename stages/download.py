@@ -5,6 +5,7 @@ interrupted file and skips the finished ones); data/raw/<corpus> appears, comple
 """
 
 import argparse
+import logging
 from pathlib import Path
 
 from bert.corpus.download import download_many, publish, remove_staging, staging_dir
@@ -13,6 +14,7 @@ from stages import run_stage
 from stages.params import load_params
 
 RAW_DIR = Path("data/raw")
+log = logging.getLogger("stages.download")
 
 
 def main() -> None:
@@ -28,6 +30,8 @@ def main() -> None:
     files = download_many(spec.sources, staging, spec.checksums or None)
     publish({path.name: path for path in files}, out_dir)
     remove_staging(staging)
+    size = sum(path.stat().st_size for path in out_dir.iterdir())
+    log.info("%s: %d file(s), %.1f MiB", out_dir, len(files), size / 2**20)
 
 
 if __name__ == "__main__":

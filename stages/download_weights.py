@@ -5,6 +5,7 @@ a README.txt saying so, which keeps the DVC output present and the stage instant
 """
 
 import contextlib
+import logging
 from pathlib import Path
 
 from bert.corpus.download import SourceNotFound, download, publish, remove_staging, staging_dir
@@ -13,6 +14,7 @@ from stages import run_stage
 from stages.params import load_params
 
 OUT_DIR = Path("data/weights")
+log = logging.getLogger("stages.download_weights")
 REQUIRED = ("config.json", "vocab.txt")
 WEIGHT_FILES = ("model.safetensors", "pytorch_model.bin")  # the first the repository has
 OPTIONAL = ("tokenizer_config.json",)
@@ -30,6 +32,7 @@ def main() -> None:
             encoding="utf-8",
         )
         publish({"README.txt": readme}, OUT_DIR)
+        log.info("finetune.init=%s needs no downloaded weights; wrote %s/README.txt", init, OUT_DIR)
         return
     base = params.weights[init].rstrip("/")
     staging = staging_dir(OUT_DIR, {"init": init, "base": base})
@@ -40,6 +43,7 @@ def main() -> None:
             fetched.append(fetch(base, name, staging))
     publish({f"{init}/{path.name}": path for path in fetched}, OUT_DIR)
     remove_staging(staging)
+    log.info("%s/%s: %s", OUT_DIR, init, ", ".join(path.name for path in fetched))
 
 
 def fetch(base: str, name: str, staging: Path) -> Path:

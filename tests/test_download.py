@@ -40,7 +40,8 @@ class Handler(http.server.BaseHTTPRequestHandler):
             return
         start = 0
         match = re.fullmatch(r"bytes=(\d+)-", self.headers.get("Range") or "")
-        if match and not faults.get("ignore_range"):
+        if_range = self.headers.get("If-Range")
+        if match and not faults.get("ignore_range") and if_range in (None, '"v1"'):
             start = int(match[1])
             if start >= len(body):
                 self.send_response(416)
@@ -81,7 +82,7 @@ def server():
     httpd.daemon_threads = True
     httpd.files, httpd.faults, httpd.requests, httpd.lock = {}, {}, [], threading.Lock()
     httpd.url = f"http://127.0.0.1:{httpd.server_address[1]}"
-    thread = threading.Thread(target=httpd.serve_forever, daemon=True)
+    thread = threading.Thread(target=httpd.serve_forever, args=(0.05,), daemon=True)
     thread.start()
     yield httpd
     httpd.shutdown()
@@ -119,7 +120,9 @@ def test_rerun_resumes_a_kept_part_file(server, tmp_path):
     assert (tmp_path / "data.bin.part").stat().st_size == 50_000
     server.faults.clear()
     server.requests.clear()
-    download(f"{server.url}/data.bin", tmp_path / "data.bin", "md5:" + hashlib.md5(PAYLOAD).hexdigest(), **FAST)
+    download(
+        f"{server.url}/data.bin", tmp_path / "data.bin", "md5:" + hashlib.md5(PAYLOAD).hexdigest(), **FAST
+    )
     assert server.requests == [("/data.bin", "bytes=50000-")]
     assert (tmp_path / "data.bin").read_bytes() == PAYLOAD
     assert leftovers(tmp_path) == ["data.bin"]
@@ -181,7 +184,9 @@ def test_published_checksum_for_a_local_dump(tmp_path):
     name = "enwiki-20250201-pages-articles.xml.bz2"
     (tmp_path / "src").mkdir()
     (tmp_path / "src" / name).write_bytes(PAYLOAD)
-    (tmp_path / "src" / "enwiki-20250201-sha1sums.txt").write_text(f"{hashlib.sha1(PAYLOAD).hexdigest()}  {name}\n")
+    (tmp_path / "src" / "enwiki-20250201-sha1sums.txt").write_text(
+        f"{hashlib.sha1(PAYLOAD).hexdigest()}  {name}\n"
+    )
     download(tmp_path / "src" / name, tmp_path / "out" / name, "published")
     assert (tmp_path / "out" / name).read_bytes() == PAYLOAD
     (tmp_path / "src" / "enwiki-20250201-sha1sums.txt").unlink()
@@ -228,7 +233,9 @@ def test_complete_part_file_is_finished_on_416(server, tmp_path):
     server.files["/data.bin"] = PAYLOAD
     (tmp_path / "data.bin.part").write_bytes(PAYLOAD)
     (tmp_path / "data.bin.part.json").write_text(json.dumps({"source": f"{server.url}/data.bin"}))
-    download(f"{server.url}/data.bin", tmp_path / "data.bin", "sha1:" + hashlib.sha1(PAYLOAD).hexdigest(), **FAST)
+    download(
+        f"{server.url}/data.bin", tmp_path / "data.bin", "sha1:" + hashlib.sha1(PAYLOAD).hexdigest(), **FAST
+    )
     assert (tmp_path / "data.bin").read_bytes() == PAYLOAD
     assert leftovers(tmp_path) == ["data.bin"]
 
@@ -240,6 +247,22 @@ def test_part_file_from_another_url_is_not_resumed(server, tmp_path):
     download(f"{server.url}/data.bin", tmp_path / "data.bin", **FAST)
     assert (tmp_path / "data.bin").read_bytes() == PAYLOAD
     assert server.requests == [("/data.bin", None)]
+
+
+def test_part_file_of_a_changed_file_starts_over(server, tmp_path):
+    # If-Range with an old ETag: the server sends the whole new file (200). That is a restart, not
+    # a server without resume: a later cut is still resumed.
+    server.files["/data.bin"] = PAYLOAD
+    server.faults.update(cut_times=1, cut_after=30_000)
+    (tmp_path / "data.bin.part").write_bytes(b"old" * 1000)
+    (tmp_path / "data.bin.part.json").write_text(
+        json.dumps({"source": f"{server.url}/data.bin", "etag": '"v0"'})
+    )
+    download(
+        f"{server.url}/data.bin", tmp_path / "data.bin", "sha1:" + hashlib.sha1(PAYLOAD).hexdigest(), **FAST
+    )
+    assert (tmp_path / "data.bin").read_bytes() == PAYLOAD
+    assert server.requests == [("/data.bin", "bytes=3000-"), ("/data.bin", "bytes=30000-")]
 
 
 def test_local_path_and_file_url(tmp_path):
@@ -323,7 +346,9 @@ def test_stage_download_404_is_one_error_line(server, tmp_path):
     assert result.returncode == 1
     assert "Traceback" not in result.stderr
     errors = [line for line in result.stderr.splitlines() if line.startswith("error:")]
-    assert errors == [f"error: {server.url}/missing.parquet: HTTP 404 Not Found; the file is not there — check the URL"]
+    assert errors == [
+        f"error: {server.url}/missing.parquet: HTTP 404 Not Found; the file is not there — check the URL"
+    ]
     assert not (tmp_path / "data/raw/wikipedia").exists()
     # The finished file waits in the staging folder; once the server has the file, only it is fetched.
     assert (tmp_path / "data/raw/.partial/wikipedia/ok.parquet").exists()
@@ -343,8 +368,14 @@ def squad_file(path: Path, version: str) -> str:
 
 def test_stage_download_squad(tmp_path):
     sources = {
-        "v1.1": {"train": squad_file(tmp_path / "t1.json", "1.1"), "dev": squad_file(tmp_path / "d1.json", "1.1")},
-        "v2.0": {"train": squad_file(tmp_path / "t2.json", "v2.0"), "dev": squad_file(tmp_path / "d2.json", "1.1")},
+        "v1.1": {
+            "train": squad_file(tmp_path / "t1.json", "1.1"),
+            "dev": squad_file(tmp_path / "d1.json", "1.1"),
+        },
+        "v2.0": {
+            "train": squad_file(tmp_path / "t2.json", "v2.0"),
+            "dev": squad_file(tmp_path / "d2.json", "1.1"),
+        },
     }
     write_params(tmp_path, **{"squad.sources": sources, "squad.version": "v1.1"})
     result = run_stage(tmp_path, "stages.download_squad")
@@ -354,16 +385,28 @@ def test_stage_download_squad(tmp_path):
     result = run_stage(tmp_path, "stages.download_squad")
     assert result.returncode == 1
     assert "SQuAD version '1.1' in the file, but squad.version is 'v2.0'" in result.stderr
-    assert json.loads((tmp_path / "data/squad/train.json").read_text())["version"] == "1.1"  # old output intact
+    assert (
+        json.loads((tmp_path / "data/squad/train.json").read_text())["version"] == "1.1"
+    )  # old output intact
 
 
 def test_stage_download_weights(server, tmp_path):
-    for name in ("config.json", "vocab.txt", "pytorch_model.bin"):  # no model.safetensors, no tokenizer_config
+    for name in (
+        "config.json",
+        "vocab.txt",
+        "pytorch_model.bin",
+    ):  # no model.safetensors, no tokenizer_config
         server.files[f"/bert/{name}"] = name.encode()
-    write_params(tmp_path, **{"weights": {"google-tiny": f"{server.url}/bert"}, "finetune.init": "google-tiny"})
+    write_params(
+        tmp_path, **{"weights": {"google-tiny": f"{server.url}/bert"}, "finetune.init": "google-tiny"}
+    )
     result = run_stage(tmp_path, "stages.download_weights")
     assert result.returncode == 0, result.stderr
-    assert leftovers(tmp_path / "data/weights/google-tiny") == ["config.json", "pytorch_model.bin", "vocab.txt"]
+    assert leftovers(tmp_path / "data/weights/google-tiny") == [
+        "config.json",
+        "pytorch_model.bin",
+        "vocab.txt",
+    ]
     assert (tmp_path / "data/weights/google-tiny/pytorch_model.bin").read_bytes() == b"pytorch_model.bin"
     write_params(tmp_path, **{"finetune.init": "random"})
     result = run_stage(tmp_path, "stages.download_weights")
