@@ -413,3 +413,13 @@ def test_stage_download_weights(server, tmp_path):
     assert result.returncode == 0, result.stderr
     assert leftovers(tmp_path / "data/weights") == ["README.txt"]
     assert "finetune.init=random" in (tmp_path / "data/weights/README.txt").read_text()
+
+
+def test_progress_is_logged_when_no_terminal(server, tmp_path, monkeypatch, caplog):
+    monkeypatch.setattr("bert.corpus.download.LOG_EVERY_SECONDS", 0.0)
+    server.files["/data.bin"] = PAYLOAD
+    with caplog.at_level("INFO", logger="bert.corpus.download"):
+        download(f"{server.url}/data.bin", tmp_path / "data.bin", **FAST)
+    assert any(f"of {len(PAYLOAD) / 1024:.1f} KiB (" in message for message in caplog.messages), (
+        caplog.messages
+    )

@@ -43,7 +43,7 @@ from bert.errors import UserError
 log = logging.getLogger(__name__)
 
 CHUNK_SIZE = 1 << 20
-USER_AGENT = "bert-dvc-download/1.0 (+https://github.com; Python urllib)"
+USER_AGENT = "bert-dvc/0.1 (BERT pretraining pipeline; Python urllib)"
 HASH_LENGTHS = {"sha1": 40, "md5": 32, "sha256": 64}
 RETRY_STATUSES = {408, 425, 429, 500, 502, 503, 504}
 NOT_FOUND_STATUSES = {404, 410}
