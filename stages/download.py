@@ -1,0 +1,38 @@
+"""Stage download@<corpus>: fetch params.corpora.<corpus>.sources into data/raw/<corpus>/.
+
+Files collect in data/raw/.partial/<corpus>/ (kept across failed runs so a re-run resumes the
+interrupted file and skips the finished ones); data/raw/<corpus> appears, complete, only at the end.
+"""
+
+import argparse
+import logging
+from pathlib import Path
+
+from bert.corpus.download import download_many, publish, remove_staging, staging_dir
+from bert.errors import UserError
+from stages import run_stage
+from stages.params import load_params
+
+RAW_DIR = Path("data/raw")
+log = logging.getLogger("stages.download")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("corpus", help="a key of `corpora` in params.yaml, e.g. wikipedia")
+    corpus = parser.parse_args().corpus
+    params = load_params()
+    if corpus not in params.corpora:
+        raise UserError(f"params.yaml: no `corpora.{corpus}`; corpora: {', '.join(params.corpora)}")
+    spec = params.corpora[corpus]
+    out_dir = RAW_DIR / corpus
+    staging = staging_dir(out_dir, {"sources": spec.sources, "checksums": spec.checksums})
+    files = download_many(spec.sources, staging, spec.checksums or None)
+    publish({path.name: path for path in files}, out_dir)
+    remove_staging(staging)
+    size = sum(path.stat().st_size for path in out_dir.iterdir())
+    log.info("%s: %d file(s), %.1f MiB", out_dir, len(files), size / 2**20)
+
+
+if __name__ == "__main__":
+    run_stage(main)

@@ -1,0 +1,44 @@
+"""Stage download_squad: fetch SQuAD train/dev of params.squad.version into data/squad/{train,dev}.json."""
+
+import json
+from pathlib import Path
+
+from bert.corpus.download import download, publish, remove_staging, staging_dir
+from bert.errors import UserError
+from stages import run_stage
+from stages.params import load_params
+
+OUT_DIR = Path("data/squad")
+
+
+def main() -> None:
+    params = load_params()
+    version = params.squad.version
+    files = params.squad.sources[version]
+    sources = {"train.json": files.train, "dev.json": files.dev}
+    staging = staging_dir(OUT_DIR, sources)
+    for name, source in sources.items():
+        target = staging / name
+        if not target.exists():  # finished in an earlier, interrupted run
+            download(source, target)
+        check_version(target, source, version)
+    publish({name: staging / name for name in sources}, OUT_DIR)
+    remove_staging(staging)
+
+
+def check_version(path: Path, source: str, version: str) -> None:
+    """Catch a v1.1 file given for v2.0 (or not SQuAD at all) before anything trains on it."""
+    try:
+        with open(path, encoding="utf-8") as file:
+            found = json.load(file).get("version")
+    except (ValueError, AttributeError) as error:
+        raise UserError(f"{source}: not a SQuAD JSON file ({error})") from None
+    if str(found).lstrip("v") != version.lstrip("v"):
+        raise UserError(
+            f"{source}: SQuAD version {found!r} in the file, but squad.version is {version!r}; "
+            f"point squad.sources.{version} at the {version} files"
+        )
+
+
+if __name__ == "__main__":
+    run_stage(main)
