@@ -24,7 +24,7 @@ MODEL_PRESETS = ("tiny", "mini", "base", "large")
 @dataclass
 class CorpusSource:
     sources: list[str]
-    checksums: list[str] = field(default_factory=list)
+    checksums: list[str | None] = field(default_factory=list)
 
 
 @dataclass
