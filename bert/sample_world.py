@@ -265,7 +265,7 @@ OCCUPATIONS = [  # occupation, field of study, kind of notable work
     ("painter", "fine art", "painting"),
     ("architect", "architecture", "building"),
     ("composer", "music", "symphony"),
-    ("engineer", "engineering", "bridge"),
+    ("engineer", "engineering", "design"),
     ("novelist", "literature", "novel"),
     ("botanist", "botany", "treatise"),
     ("cartographer", "geography", "atlas"),
@@ -771,7 +771,7 @@ def fact(entity: Entity, relation: str, link: Entity | None = None, italic: bool
 
 
 def an(word: str) -> str:
-    return ("an " if word[0].lower() in "aeiou" else "a ") + word
+    return ("an " if ascii_fold(word[0]).lower() in "aeiou" else "a ") + word  # "an Ålmarkish novelist"
 
 
 FILLER = [
