@@ -1,0 +1,89 @@
+"""Per-seed SQuAD EM/F1 of DVC experiments, with mean and standard deviation.
+
+    dvc exp run --queue -S 'finetune.seed=1,2,3,4,5' && dvc queue start
+    python -m stages.stability                      # once the queue is done (`dvc queue status`)
+
+Reads `dvc exp show --json`; every experiment of the current commit counts (narrow with
+`--experiments NAME ...`), and one that failed or has no metrics is listed as such.
+"""
+
+import argparse
+import json
+import statistics
+import subprocess
+import sys
+from pathlib import Path
+
+from bert.errors import UserError
+from stages import run_stage
+
+
+def experiment_rows(exp_show: list[dict], param: str, metrics_file: str) -> list[dict]:
+    """One row per experiment of the baseline commit: name, param value, metrics (or None)."""
+    rows = []
+    for baseline in exp_show:
+        if baseline.get("rev") == "workspace":
+            continue
+        for experiment in baseline.get("experiments") or []:
+            for revision in experiment.get("revs", []):
+                data = revision.get("data") or {}
+                value = data.get("params", {}).get("params.yaml", {}).get("data", {})
+                for key in param.split("."):
+                    value = value.get(key) if isinstance(value, dict) else None
+                metrics = data.get("metrics", {}).get(metrics_file, {}).get("data")
+                rows.append(
+                    {
+                        "name": revision.get("name") or revision.get("rev", "")[:7],
+                        param: value,
+                        "metrics": metrics,
+                    }
+                )
+    return rows
+
+
+def summarize(rows: list[dict], param: str, keys: tuple[str, ...]) -> str:
+    finished = [row for row in rows if row["metrics"]]
+    if not finished:
+        raise UserError(
+            "no finished experiment has SQuAD metrics yet; see `dvc queue status` and `dvc exp show`"
+        )
+    lines = [f"{'experiment':<24} {param:>16} " + " ".join(f"{key:>12}" for key in keys)]
+    for row in sorted(rows, key=lambda row: str(row[param])):
+        if row["metrics"]:
+            values = " ".join(f"{row['metrics'].get(key, float('nan')):>12.2f}" for key in keys)
+        else:
+            values = "   (no metrics: failed or still running)"
+        lines.append(f"{row['name']:<24} {row[param]!s:>16} {values}")
+    for label, reduce in (("mean", statistics.fmean), ("std", statistics.stdev)):
+        cells = []
+        for key in keys:
+            column = [row["metrics"][key] for row in finished if key in row["metrics"]]
+            ok = len(column) >= (2 if label == "std" else 1)
+            cells.append(f"{reduce(column):>12.2f}" if ok else f"{'n/a':>12}")
+        lines.append(f"{label:<24} {f'n={len(finished)}':>16} " + " ".join(cells))
+    return "\n".join(lines)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument(
+        "--param", default="finetune.seed", help="the param that varies (default finetune.seed)"
+    )
+    parser.add_argument("--metrics-file", default="metrics/squad.json")
+    parser.add_argument("--keys", nargs="+", default=["exact_match", "f1"], help="metrics to show")
+    parser.add_argument("--experiments", nargs="*", help="only these experiment names")
+    args = parser.parse_args()
+    dvc = Path(sys.executable).with_name("dvc")
+    result = subprocess.run([str(dvc), "exp", "show", "--json"], capture_output=True, text=True)
+    if result.returncode != 0:
+        raise UserError(f"`dvc exp show --json` failed: {result.stderr.strip()}")
+    rows = experiment_rows(json.loads(result.stdout), args.param, args.metrics_file)
+    if args.experiments:
+        rows = [row for row in rows if row["name"] in args.experiments]
+    print(summarize(rows, args.param, tuple(args.keys)))
+
+
+if __name__ == "__main__":
+    run_stage(main)
