@@ -4,6 +4,9 @@ VENV := .venv
 BIN := $(VENV)/bin
 # The stamp changes when a requirements file changes, so a second run reuses the environment.
 STAMP := $(VENV)/.installed
+# Stage commands in dvc.yaml say `python`: it must be the environment's python.
+export PATH := $(abspath $(BIN)):$(PATH)
+export VIRTUAL_ENV := $(abspath $(VENV))
 
 .PHONY: demo test test-fast lint sample clean-demo help
 
