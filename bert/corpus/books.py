@@ -62,7 +62,9 @@ def read_txt_book(path: Path) -> str:
 def _text_column_check(path: Path, parquet: pq.ParquetFile) -> None:
     names = parquet.schema_arrow.names
     if "text" not in names:
-        raise UserError(f"{path}: has no `text` column (columns: {', '.join(names) or 'none'}); BookCorpus Parquet files need one")
+        raise UserError(
+            f"{path}: has no `text` column (columns: {', '.join(names) or 'none'}); BookCorpus Parquet files need one"
+        )
 
 
 def is_row_per_book(path: Path, parquet: pq.ParquetFile) -> bool:

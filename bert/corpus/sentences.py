@@ -20,11 +20,60 @@ from nltk.tokenize.punkt import PunktParameters, PunktSentenceTokenizer, PunktTo
 
 from bert.errors import UserError
 
-# Lower-case and without the final period, as Punkt stores them ("u.s" is "U.S.").
+# Lower-case and without the final period, as Punkt stores them ("u.s" is "U.S."). Words that can
+# also end a sentence as ordinary words ("no", "sun", "wed", "mar") are deliberately left out.
 COMMON_ABBREVIATIONS = frozenset(
-    "mr mrs ms dr prof sr jr st mt ft rev hon gen col lt sgt capt cmdr adm gov sen rep pres "
-    "e.g i.e cf vs viz approx u.s u.k u.n a.k.a fig figs vol vols no nos pp ch sec dept "
-    "jan feb mar apr jun jul aug sep sept oct nov dec mon tue wed thu fri sat sun".split()
+    [
+        "mr",
+        "mrs",
+        "ms",
+        "dr",
+        "prof",
+        "sr",
+        "jr",
+        "st",
+        "mt",
+        "ft",
+        "rev",
+        "hon",
+        "gen",
+        "col",
+        "lt",
+        "sgt",
+        "capt",
+        "cmdr",
+        "adm",
+        "gov",
+        "sen",
+        "rep",
+        "pres",
+        "e.g",
+        "i.e",
+        "cf",
+        "vs",
+        "viz",
+        "approx",
+        "u.s",
+        "u.k",
+        "u.n",
+        "a.k.a",
+        "fig",
+        "figs",
+        "vol",
+        "vols",
+        "pp",
+        "dept",
+        "jan",
+        "feb",
+        "apr",
+        "jul",
+        "aug",
+        "sep",
+        "sept",
+        "oct",
+        "nov",
+        "dec",
+    ]
 )
 PUNKT_FILE = "punkt_params.json"
 DEFAULT_TRAINING_CHARS = 20_000_000
@@ -43,7 +92,9 @@ def pretrained_parameters() -> PunktParameters | None:
         return None
 
 
-def train_parameters(texts: Iterable[str], max_chars: int = DEFAULT_TRAINING_CHARS) -> tuple[PunktParameters, int]:
+def train_parameters(
+    texts: Iterable[str], max_chars: int = DEFAULT_TRAINING_CHARS
+) -> tuple[PunktParameters, int]:
     """Train Punkt on the first `max_chars` characters of `texts`; returns (parameters, chars used)."""
     trainer = PunktTrainer()
     used = 0

@@ -51,7 +51,9 @@ def read_documents(files: list[Path]) -> Iterator[list[tuple[str, str]]]:
             parquet = pq.ParquetFile(path)
             missing = {"doc_id", "text"} - set(parquet.schema_arrow.names)
             if missing:
-                raise UserError(f"{path}: missing column(s) {', '.join(sorted(missing))}; not a document table")
+                raise UserError(
+                    f"{path}: missing column(s) {', '.join(sorted(missing))}; not a document table"
+                )
             for batch in parquet.iter_batches(batch_size=CHUNK_DOCUMENTS, columns=["doc_id", "text"]):
                 yield list(zip(batch.column("doc_id").to_pylist(), batch.column("text").to_pylist()))
         except (OSError, pa.ArrowInvalid) as error:
@@ -63,7 +65,9 @@ _splitter: punkt.SentenceSplitter | None = None
 
 def _init_worker(parameters_file: str | None) -> None:
     global _splitter
-    parameters = punkt.pretrained_parameters() if parameters_file is None else punkt.load_parameters(parameters_file)
+    parameters = (
+        punkt.pretrained_parameters() if parameters_file is None else punkt.load_parameters(parameters_file)
+    )
     _splitter = punkt.SentenceSplitter(parameters)
 
 
@@ -155,8 +159,16 @@ def _parameters(files: list[Path], mode: str, out_dir: Path, training_chars: int
     parameters, used = punkt.train_parameters(texts, training_chars)
     path = out_dir / punkt.PUNKT_FILE
     punkt.save_parameters(parameters, path)
-    log.info("Punkt: trained on the first %.1f MB of the corpus in %.1fs -> %s", used / 1e6, time.perf_counter() - start, path.name)
-    return str(path), {"punkt": f"trained on the first {used} characters of the corpus", "punkt_file": punkt.PUNKT_FILE}
+    log.info(
+        "Punkt: trained on the first %.1f MB of the corpus in %.1fs -> %s",
+        used / 1e6,
+        time.perf_counter() - start,
+        path.name,
+    )
+    return str(path), {
+        "punkt": f"trained on the first {used} characters of the corpus",
+        "punkt_file": punkt.PUNKT_FILE,
+    }
 
 
 def shard_corpus(
@@ -221,9 +233,13 @@ def shard_corpus(
         size_array = np.frombuffer(sizes, dtype=np.int64)
         is_test = split_train_test(size_array, test_fraction if num_test_shards else 0.0, seed)
         shard_of = np.empty(len(size_array), dtype=np.int64)
-        for index, shard in pack_largest_first(np.flatnonzero(~is_test), size_array, num_train_shards).items():
+        for index, shard in pack_largest_first(
+            np.flatnonzero(~is_test), size_array, num_train_shards
+        ).items():
             shard_of[index] = shard
-        for index, shard in pack_largest_first(np.flatnonzero(is_test), size_array, max(num_test_shards, 1)).items():
+        for index, shard in pack_largest_first(
+            np.flatnonzero(is_test), size_array, max(num_test_shards, 1)
+        ).items():
             shard_of[index] = num_train_shards + shard
         names = [f"train_{i:05d}.parquet" for i in range(num_train_shards)]
         names += [f"test_{i:05d}.parquet" for i in range(num_test_shards)]
@@ -231,7 +247,9 @@ def shard_corpus(
         document = 0
         for chunk_file in tqdm(sorted(chunk_dir.iterdir()), desc="write shards", unit=" chunks", leave=False):
             table = pq.read_table(chunk_file)
-            for doc_id, sentences in zip(table.column("doc_id").to_pylist(), table.column("sentences").to_pylist()):
+            for doc_id, sentences in zip(
+                table.column("doc_id").to_pylist(), table.column("sentences").to_pylist()
+            ):
                 writers.add(int(shard_of[document]), doc_id, sentences, int(size_array[document]))
                 document += 1
         writers.close()
@@ -263,7 +281,9 @@ def shard_corpus(
             sentences=sentences_total,
             dropped=dropped,
         )
-        (tmp_dir / MANIFEST_FILE).write_text(json.dumps(manifest, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
+        (tmp_dir / MANIFEST_FILE).write_text(
+            json.dumps(manifest, indent=2, ensure_ascii=False) + "\n", encoding="utf-8"
+        )
     log.info(
         "%d documents, %d sentences (%d documents dropped) -> %d shards in %.1fs (%.0f sentences/s)",
         metrics["documents"], sentences_total, dropped, len(names), seconds, metrics["sentences_per_second"],

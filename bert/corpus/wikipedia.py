@@ -243,7 +243,9 @@ def _extract_article(job: tuple[str, str, str, str]) -> tuple[str, str, str]:
     return page_id, title, "\n".join(line.strip() for line in paragraphs if line.strip())
 
 
-def _load_templates(reader: DumpReader, progress: tqdm) -> tuple[template_blob.StreamingTemplateBlobBuilder, ...]:
+def _load_templates(
+    reader: DumpReader, progress: tqdm
+) -> tuple[template_blob.StreamingTemplateBlobBuilder, ...]:
     templates = template_blob.StreamingTemplateBlobBuilder()
     redirects = template_blob.StreamingTemplateBlobBuilder()
     pages = 0
@@ -293,7 +295,11 @@ def extract_dump(path: Path, writer: DocumentWriter, processes: int, stats: Extr
         with tqdm(desc=f"extract {path.name}", unit=" articles", leave=False) as progress:
             pool = multiprocessing.get_context("fork").Pool(processes) if processes > 1 else None
             try:
-                results = pool.imap(_extract_article, articles(), chunksize=8) if pool else map(_extract_article, articles())
+                results = (
+                    pool.imap(_extract_article, articles(), chunksize=8)
+                    if pool
+                    else map(_extract_article, articles())
+                )
                 for page_id, title, text in results:
                     progress.update()
                     if text:
