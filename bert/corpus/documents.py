@@ -37,7 +37,8 @@ def atomic_folder(out_dir: str | Path) -> Iterator[Path]:
         tmp_dir = Path(tempfile.mkdtemp(prefix=f".{out_dir.name}.tmp-", dir=out_dir.parent))
     except OSError as error:
         raise UserError(
-            f"{out_dir}: cannot write the output folder ({error.strerror}); check the permissions of {out_dir.parent}"
+            f"{out_dir}: cannot write the output folder ({error.strerror}: {error.filename}); "
+            "check that the path is a writable folder"
         ) from None
     try:
         yield tmp_dir
