@@ -95,7 +95,10 @@ def test_extracts_article_prose_only(tmp_path, siteinfo, name):
 
 def test_same_output_with_one_or_two_processes(tmp_path):
     write_dump(tmp_path / "raw" / "a.xml", pages=PAGES * 1)
-    write_dump(tmp_path / "raw" / "b.xml.bz2", pages=[(100 + i, f"Article {i}", f"Text number {i}. More.", 0, None) for i in range(40)])
+    write_dump(
+        tmp_path / "raw" / "b.xml.bz2",
+        pages=[(100 + i, f"Article {i}", f"Text number {i}. More.", 0, None) for i in range(40)],
+    )
     extract_wikipedia(tmp_path / "raw", tmp_path / "one", processes=1)
     extract_wikipedia(tmp_path / "raw", tmp_path / "two", processes=2)
     assert read_documents(tmp_path / "one") == read_documents(tmp_path / "two")
@@ -176,7 +179,9 @@ def test_folder_without_dumps(tmp_path):
 def test_output_folder_that_cannot_be_created(tmp_path):
     dump = write_dump(tmp_path / "dump.xml")
     (tmp_path / "file").write_text("not a folder")
-    with pytest.raises(UserError, match=r"file/docs: cannot write the output folder \(File exists: .*/file\)"):
+    with pytest.raises(
+        UserError, match=r"file/docs: cannot write the output folder \(File exists: .*/file\)"
+    ):
         extract_wikipedia(dump, tmp_path / "file" / "docs", processes=1)
 
 
@@ -198,11 +203,16 @@ def run_stage_in(workdir: Path, *args: str) -> subprocess.CompletedProcess:
     params = (REPO / "params.yaml").read_text(encoding="utf-8")
     source = workdir / "source.txt"
     source.write_text("placeholder source\n", encoding="utf-8")
-    for sample in ("data/sample/wikipedia/samplewiki-20260101-pages-articles.xml.bz2", "data/sample/books/parquet/train-00000-of-00001.parquet"):
+    for sample in (
+        "data/sample/wikipedia/samplewiki-20260101-pages-articles.xml.bz2",
+        "data/sample/books/parquet/train-00000-of-00001.parquet",
+    ):
         params = params.replace(sample, str(source))
     (workdir / "params.yaml").write_text(params, encoding="utf-8")
     env = {**os.environ, "PYTHONPATH": str(REPO)}
-    return subprocess.run([sys.executable, "-m", *args], cwd=workdir, env=env, capture_output=True, text=True, timeout=120)
+    return subprocess.run(
+        [sys.executable, "-m", *args], cwd=workdir, env=env, capture_output=True, text=True, timeout=120
+    )
 
 
 def test_stage_reports_bad_dump_in_one_line(tmp_path):
