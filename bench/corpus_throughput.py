@@ -1,6 +1,6 @@
 """Throughput of the corpus stages on this machine.
 
-    python bench/corpus_throughput.py [--dump PATH] [--megabytes 50]
+    PYTHONPATH=. python bench/corpus_throughput.py [--dump PATH] [--megabytes 50]
 
 Extraction (pages/s, MB of XML/s) on the given dump and on a larger synthetic dump made by
 repeating its pages under new ids, with 1 and 2 processes; then sentence sharding (sentences/s)
@@ -74,7 +74,14 @@ def main() -> None:
                 workers=workers,
             )
             results[f"shard synthetic, {workers} worker(s)"] = {
-                k: m[k] for k in ("documents", "sentences", "seconds", "sentences_per_second")
+                k: m[k]
+                for k in (
+                    "documents",
+                    "sentences",
+                    "seconds",
+                    "punkt_training_seconds",
+                    "sentences_per_second",
+                )
             }
             results[f"shard synthetic, {workers} worker(s)"]["wall_seconds_incl_punkt_training"] = round(
                 time.perf_counter() - start, 2
