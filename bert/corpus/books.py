@@ -1,0 +1,161 @@
+"""BookCorpus (a folder of .txt books and/or Parquet files with a `text` column) -> document table.
+
+One document per book. Paragraphs are separated by "\n" as in the Wikipedia documents:
+- a `.txt` book: runs of non-blank lines separated by blank lines are paragraphs (their lines
+  joined by spaces, so hard-wrapped prose is rejoined); a file without any blank line is taken
+  to hold one paragraph (or sentence) per line, as BookCorpus' own text files do;
+- a Parquet file is either one row per book or one row per line. It is row-per-book when the
+  median length of its first rows is at least BOOK_ROW_MIN_CHARS characters (a book runs to tens
+  of thousands), row-per-line otherwise (BookCorpus as published on the Hugging Face hub: 74M
+  sentences, no book id). Row-per-line files are grouped into books by a book-id column when
+  there is one (BOOK_ID_COLUMNS); otherwise a book ends at a blank row or after
+  LINES_PER_DOCUMENT rows, whichever comes first — the published corpus has lost its book
+  boundaries, and fixed-size documents keep next-sentence pairs within one stretch of one story.
+"""
+
+import logging
+import statistics
+from collections.abc import Iterator
+from pathlib import Path
+
+import pyarrow.parquet as pq
+from tqdm import tqdm
+
+from bert.corpus.documents import DocumentWriter, atomic_folder
+from bert.errors import UserError
+
+log = logging.getLogger(__name__)
+
+CORPUS = "bookcorpus"
+BOOK_ROW_MIN_CHARS = 2000
+LINES_PER_DOCUMENT = 1000
+BOOK_ID_COLUMNS = ("book_id", "book", "title")
+SAMPLE_ROWS = 1000
+
+
+def txt_paragraphs(text: str) -> list[str]:
+    lines = [line.strip() for line in text.splitlines()]
+    if "" not in lines:
+        return [line for line in lines if line]
+    paragraphs, current = [], []
+    for line in lines + [""]:
+        if line:
+            current.append(line)
+        elif current:
+            paragraphs.append(" ".join(current))
+            current = []
+    return paragraphs
+
+
+def read_txt_book(path: Path) -> str:
+    data = path.read_bytes()
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as error:
+        line = data.count(b"\n", 0, error.start) + 1
+        raise UserError(
+            f"{path}: not valid UTF-8 at byte {error.start} (line {line}); convert the file to UTF-8"
+        ) from None
+    return "\n".join(txt_paragraphs(text.lstrip("\ufeff")))
+
+
+def _text_column_check(path: Path, parquet: pq.ParquetFile) -> None:
+    names = parquet.schema_arrow.names
+    if "text" not in names:
+        raise UserError(
+            f"{path}: has no `text` column (columns: {', '.join(names) or 'none'}); BookCorpus Parquet files need one"
+        )
+
+
+def is_row_per_book(path: Path, parquet: pq.ParquetFile) -> bool:
+    sample: list[str] = []
+    for batch in parquet.iter_batches(batch_size=SAMPLE_ROWS, columns=["text"]):
+        sample = [value or "" for value in batch.column("text").to_pylist()]
+        break
+    return bool(sample) and statistics.median(len(value) for value in sample) >= BOOK_ROW_MIN_CHARS
+
+
+def parquet_books(path: Path) -> Iterator[tuple[str, str, str]]:
+    """(book key, title, text) for every book in one Parquet file."""
+    try:
+        parquet = pq.ParquetFile(path)
+    except Exception as error:  # pyarrow raises several types for a file that is not Parquet
+        raise UserError(f"{path}: not a readable Parquet file ({error})") from None
+    _text_column_check(path, parquet)
+    names = parquet.schema_arrow.names
+    book_id_column = next((name for name in BOOK_ID_COLUMNS if name in names), None)
+    columns = ["text"] + ([book_id_column] if book_id_column else [])
+    per_book = is_row_per_book(path, parquet)
+    log.info(
+        "%s: %d rows, one %s per row%s", path.name, parquet.metadata.num_rows, "book" if per_book else "line",
+        f", books by `{book_id_column}`" if book_id_column and not per_book else "",
+    )  # fmt: skip
+    row = 0
+    lines: list[str] = []
+    current_id = start_row = None
+    for batch in parquet.iter_batches(batch_size=8192, columns=columns):
+        texts = batch.column("text").to_pylist()
+        ids = batch.column(book_id_column).to_pylist() if book_id_column else [None] * len(texts)
+        for text, book_id in zip(texts, ids):
+            text = text or ""
+            if per_book:
+                title = str(book_id) if book_id is not None else f"{path.stem} #{row}"
+                yield str(row), title, "\n".join(txt_paragraphs(text))
+            else:
+                line = " ".join(text.split())
+                if book_id_column:
+                    boundary = book_id != current_id
+                else:
+                    boundary = not line or len(lines) >= LINES_PER_DOCUMENT
+                if boundary and lines:
+                    yield str(start_row), _line_book_title(path, current_id, start_row), "\n".join(lines)
+                    lines = []
+                if line:
+                    if not lines:
+                        current_id, start_row = book_id, row
+                    lines.append(line)
+            row += 1
+    if lines:
+        yield str(start_row), _line_book_title(path, current_id, start_row), "\n".join(lines)
+
+
+def _line_book_title(path: Path, book_id, start_row: int) -> str:
+    return str(book_id) if book_id is not None else f"{path.stem} from line {start_row}"
+
+
+def find_book_files(folder: str | Path) -> list[Path]:
+    folder = Path(folder)
+    if not folder.exists():
+        raise UserError(f"{folder}: not found; run `dvc repro download@bookcorpus` first")
+    files = [folder] if folder.is_file() else sorted(p for p in folder.rglob("*") if p.is_file())
+    books = [p for p in files if p.suffix in (".txt", ".parquet")]
+    if not books:
+        raise UserError(f"{folder}: no .txt books or .parquet files in this folder")
+    return books
+
+
+def format_books(input_path: str | Path, out_dir: str | Path) -> dict:
+    """Write every book under `input_path` as one document of the table `out_dir` (atomically)."""
+    input_path = Path(input_path)
+    files = find_book_files(input_path)
+    root = input_path if input_path.is_dir() else input_path.parent
+    skipped_empty = 0
+    with atomic_folder(out_dir) as tmp_dir:
+        writer = DocumentWriter(tmp_dir)
+        for path in tqdm(files, desc="books", unit=" files", leave=False):
+            name = path.relative_to(root).with_suffix("").as_posix()
+            if path.suffix == ".txt":
+                books = [("", path.stem, read_txt_book(path))]
+            else:
+                books = parquet_books(path)
+            for key, title, text in books:
+                if not text.strip():
+                    skipped_empty += 1
+                    continue
+                doc_id = f"{CORPUS}:{name}" + (f":{key}" if key else "")
+                writer.add(CORPUS, doc_id, title, text)
+        writer.close()
+        if writer.documents == 0:
+            raise UserError(f"{input_path}: the books contain no text; nothing to format")
+    log.info("%d books from %d files (%d empty skipped)", writer.documents, len(files), skipped_empty)
+    return {"files": len(files), "documents": writer.documents, "skipped_empty": skipped_empty}

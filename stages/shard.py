@@ -1,0 +1,35 @@
+"""Stage shard@<corpus>: data/documents/<corpus>/ -> data/shards/<corpus>/ (sentence shards)."""
+
+import json
+import sys
+
+from bert.corpus.documents import write_file_atomically
+from bert.corpus.shards import shard_corpus
+from bert.errors import UserError
+from stages import run_stage
+from stages.params import load_params
+
+
+def main() -> None:
+    if len(sys.argv) != 2:
+        raise UserError("usage: python -m stages.shard <corpus>   (e.g. wikipedia or bookcorpus)")
+    corpus = sys.argv[1]
+    params = load_params()
+    if corpus not in params.corpora:
+        raise UserError(f"unknown corpus {corpus!r}; params.yaml `corpora` has: {', '.join(params.corpora)}")
+    metrics = shard_corpus(
+        f"data/documents/{corpus}",
+        f"data/shards/{corpus}",
+        num_train_shards=params.shard.num_train_shards,
+        num_test_shards=params.shard.num_test_shards,
+        test_fraction=params.shard.test_fraction,
+        min_sentences=params.shard.min_sentences,
+        punkt_mode=params.shard.punkt,
+        seed=params.seed,
+        workers=params.workers,
+    )
+    write_file_atomically(f"metrics/shard_{corpus}.json", json.dumps(metrics, indent=2) + "\n")
+
+
+if __name__ == "__main__":
+    run_stage(main)

@@ -1,0 +1,243 @@
+import json
+import os
+import random
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pyarrow.parquet as pq
+import pytest
+
+from bert.corpus import sentences as punkt
+from bert.corpus.documents import DocumentWriter
+from bert.corpus.shards import pack_largest_first, shard_corpus, split_train_test
+from bert.errors import UserError
+
+REPO = Path(__file__).resolve().parents[1]
+
+NAMES = ["Alder", "Brook", "Corr", "Dunmore", "Ellery", "Fenwick", "Garth", "Hale", "Ives", "Jory"]
+WORDS = [
+    "river",
+    "town",
+    "harbour",
+    "council",
+    "bridge",
+    "market",
+    "winter",
+    "summer",
+    "road",
+    "ship",
+    "tower",
+    "valley",
+    "guild",
+    "mill",
+    "lantern",
+    "orchard",
+    "quarry",
+    "ferry",
+    "castle",
+    "chapel",
+    "meadow",
+    "forest",
+    "island",
+    "mountain",
+]
+VERBS = ["built", "visited", "painted", "sold", "repaired", "described", "governed", "mapped"]
+TEMPLATES = [
+    "Dr. {n} {v} the {w} near St. {m} in {y}.",
+    "The U.S. Navy {v} a {w} by Mt. {m}.",
+    "Several towns, e.g. {m} and {n}, {v} a {w}.",
+    "{n} Jr. {v} the old {w}.",
+    "In {y} the {w} was {v} by {n}.",
+    "Nobody {v} the {w} that year.",
+    "Later, {n} {v} the {w} of {m} again.",
+]
+
+
+def synthetic_documents(count: int, seed: int = 0) -> list[str]:
+    rng = random.Random(seed)
+    docs = []
+    for _ in range(count):
+        paragraphs = []
+        for _ in range(rng.randint(1, 3)):
+            sentences = [
+                rng.choice(TEMPLATES).format(
+                    n=rng.choice(NAMES),
+                    m=rng.choice(NAMES),
+                    v=rng.choice(VERBS),
+                    w=rng.choice(WORDS),
+                    y=rng.randint(1700, 1999),
+                )
+                for _ in range(rng.randint(1, 12))
+            ]
+            paragraphs.append(" ".join(sentences))
+        docs.append("\n".join(paragraphs))
+    return docs
+
+
+def write_table(folder: Path, texts: list[str], part_bytes: int = 20_000) -> Path:
+    folder.mkdir(parents=True)
+    writer = DocumentWriter(folder, part_bytes=part_bytes)
+    for index, text in enumerate(texts):
+        writer.add("synthetic", f"synthetic:{index}", f"Doc {index}", text)
+    writer.close()
+    return folder
+
+
+def test_trained_punkt_keeps_abbreviations_inside_sentences():
+    parameters, used = punkt.train_parameters(synthetic_documents(400))
+    assert used > 0
+    splitter = punkt.SentenceSplitter(parameters)
+    text = (
+        "Dr. Alder built the mill near St. Corr in 1820. The U.S. Navy mapped a ferry by Mt. Hale. "
+        "Several towns, e.g. Ives and Garth, sold a quarry. Brook Jr. repaired the old chapel. Nobody came."
+    )
+    assert splitter.split(text) == [
+        "Dr. Alder built the mill near St. Corr in 1820.",
+        "The U.S. Navy mapped a ferry by Mt. Hale.",
+        "Several towns, e.g. Ives and Garth, sold a quarry.",
+        "Brook Jr. repaired the old chapel.",
+        "Nobody came.",
+    ]
+
+
+def test_punkt_parameters_round_trip(tmp_path):
+    parameters, _ = punkt.train_parameters(synthetic_documents(50))
+    punkt.save_parameters(parameters, tmp_path / "p.json")
+    loaded = punkt.load_parameters(tmp_path / "p.json")
+    assert (
+        loaded.abbrev_types == parameters.abbrev_types and loaded.abbrev_types >= punkt.COMMON_ABBREVIATIONS
+    )
+    assert loaded.collocations == parameters.collocations and loaded.sent_starters == parameters.sent_starters
+    assert dict(loaded.ortho_context) == dict(parameters.ortho_context)
+
+
+def test_normalisation_keeps_non_ascii():
+    splitter = punkt.SentenceSplitter(punkt.train_parameters(synthetic_documents(50))[0])
+    decomposed = "Cafe\u0301  au\u00a0lait\tin Ærø.   Zoë   left.\n\n  Ça va ?  "
+    assert splitter.split(decomposed) == ["Café au lait in Ærø.", "Zoë left.", "Ça va ?"]
+
+
+def test_split_and_packing_rules():
+    sizes = np.array([100, 90, 80, 70, 60, 50, 40, 30, 20, 10], dtype=np.int64)
+    assignment = pack_largest_first(np.arange(10), sizes, 3)
+    loads = [sum(int(sizes[i]) for i, b in assignment.items() if b == shard) for shard in range(3)]
+    assert sorted(loads) == [180, 180, 190]
+    is_test = split_train_test(sizes, 0.2, seed=7)
+    assert 0.2 <= sizes[is_test].sum() / sizes.sum() < 0.2 + 100 / sizes.sum()
+    assert (split_train_test(sizes, 0.2, seed=7) == is_test).all()
+    assert not split_train_test(sizes, 0.0, seed=7).any()
+
+
+def read_shards(folder: Path) -> dict[str, list[dict]]:
+    return {p.name: pq.read_table(p).to_pylist() for p in sorted(folder.glob("*_*.parquet"))}
+
+
+def test_shards_balanced_deterministic_and_independent_of_workers(tmp_path):
+    texts = synthetic_documents(300, seed=1) + ["Too short."]
+    documents = write_table(tmp_path / "docs", texts)
+    options = dict(num_train_shards=4, num_test_shards=2, test_fraction=0.1, min_sentences=2, seed=3)
+    one = shard_corpus(documents, tmp_path / "one", workers=1, **options)
+    two = shard_corpus(documents, tmp_path / "two", workers=2, **options)
+    files = sorted(p.name for p in (tmp_path / "one").iterdir())
+    assert files == [
+        "manifest.json",
+        "punkt_params.json",
+        *(f"test_0000{i}.parquet" for i in range(2)),
+        *(f"train_0000{i}.parquet" for i in range(4)),
+    ]
+    for name in files:
+        assert (tmp_path / "one" / name).read_bytes() == (tmp_path / "two" / name).read_bytes(), name
+    assert {
+        k: v
+        for k, v in one.items()
+        if k not in ("seconds", "punkt_training_seconds", "sentences_per_second", "workers")
+    } == {
+        k: v
+        for k, v in two.items()
+        if k not in ("seconds", "punkt_training_seconds", "sentences_per_second", "workers")
+    }
+
+    shards = read_shards(tmp_path / "one")
+    kept = [doc for rows in shards.values() for doc in rows]
+    expected_kept = sum(
+        1
+        for t in texts
+        if len(punkt.SentenceSplitter(punkt.load_parameters(tmp_path / "one" / "punkt_params.json")).split(t))
+        >= 2
+    )
+    assert len(kept) == one["documents"] == expected_kept and one["dropped"] == len(texts) - expected_kept
+    assert len({doc["doc_id"] for doc in kept}) == len(kept)  # documents never split or repeated
+    assert "synthetic:300" not in {doc["doc_id"] for doc in kept}  # "Too short." has one sentence
+    manifest = json.loads((tmp_path / "one" / "manifest.json").read_text())
+    train_bytes = [s["bytes"] for s in manifest["shards"] if s["file"].startswith("train")]
+    assert min(train_bytes) / max(train_bytes) > 0.97
+    assert 0.1 <= one["test_bytes_fraction"] < 0.12
+    for rows in shards.values():  # each shard keeps input order
+        order = [int(doc["doc_id"].split(":")[1]) for doc in rows]
+        assert order == sorted(order)
+
+    other_seed = shard_corpus(documents, tmp_path / "seed", workers=1, **{**options, "seed": 4})
+    assert read_shards(tmp_path / "seed") != shards and other_seed["documents"] == one["documents"]
+
+
+def test_empty_corpus_leaves_no_output(tmp_path):
+    documents = write_table(tmp_path / "docs", ["One sentence only.", "Another."])
+    with pytest.raises(UserError, match="no document has at least 2 sentences"):
+        shard_corpus(
+            documents,
+            tmp_path / "out" / "shards",
+            num_train_shards=2,
+            num_test_shards=1,
+            test_fraction=0.1,
+            min_sentences=2,
+        )
+    assert list((tmp_path / "out").iterdir()) == []
+
+
+def test_pretrained_mode_without_nltk_data_is_a_clear_error(tmp_path):
+    if punkt.pretrained_parameters() is not None:
+        pytest.skip("NLTK's punkt_tab is installed here")
+    documents = write_table(tmp_path / "docs", synthetic_documents(5))
+    with pytest.raises(UserError, match="punkt_tab data is not installed"):
+        shard_corpus(
+            documents,
+            tmp_path / "out",
+            num_train_shards=1,
+            num_test_shards=0,
+            test_fraction=0.0,
+            min_sentences=1,
+            punkt_mode="pretrained",
+        )
+
+
+def test_shard_stage(tmp_path):
+    write_table(tmp_path / "data" / "documents" / "bookcorpus", synthetic_documents(60))
+    source = tmp_path / "source.txt"
+    source.write_text("x")
+    params = (REPO / "params.yaml").read_text(encoding="utf-8")
+    for sample in (
+        "data/sample/wikipedia/samplewiki-20260101-pages-articles.xml.bz2",
+        "data/sample/books/parquet/train-00000-of-00001.parquet",
+    ):
+        params = params.replace(sample, str(source))
+    (tmp_path / "params.yaml").write_text(params, encoding="utf-8")
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    run = [sys.executable, "-m", "stages.shard"]
+    result = subprocess.run(
+        [*run, "bookcorpus"], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120
+    )
+    assert result.returncode == 0, result.stderr
+    metrics = json.loads((tmp_path / "metrics" / "shard_bookcorpus.json").read_text())
+    assert metrics["documents"] + metrics["dropped"] == 60 and metrics["sentences_per_second"] > 0
+    assert len(list((tmp_path / "data" / "shards" / "bookcorpus").glob("train_*.parquet"))) == 4
+
+    missing = subprocess.run(
+        [*run, "wikipedia"], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120
+    )
+    assert missing.returncode == 1 and "Traceback" not in missing.stderr
+    assert (
+        missing.stderr.strip().splitlines()[-1]
+        == "error: data/documents/wikipedia: not found; run the stage that writes it first"
+    )

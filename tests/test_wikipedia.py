@@ -1,0 +1,237 @@
+import bz2
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pyarrow.parquet as pq
+import pytest
+
+from bert.corpus.wikipedia import DumpReader, extract_wikipedia, skip_reason
+from bert.errors import UserError
+
+REPO = Path(__file__).resolve().parents[1]
+
+SITEINFO = """  <siteinfo>
+    <sitename>Testwiki</sitename>
+    <base>https://test.example/wiki/Main_Page</base>
+    <namespaces>
+      <namespace key="0" case="first-letter" />
+      <namespace key="1" case="first-letter">Talk</namespace>
+      <namespace key="10" case="first-letter">Template</namespace>
+      <namespace key="14" case="first-letter">Category</namespace>
+    </namespaces>
+  </siteinfo>
+"""
+
+
+def page(page_id: int, title: str, text: str, ns: int = 0, redirect: str | None = None) -> str:
+    text = text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+    redirect_tag = f'    <redirect title="{redirect}" />\n' if redirect else ""
+    return (
+        f"  <page>\n    <title>{title}</title>\n    <ns>{ns}</ns>\n    <id>{page_id}</id>\n{redirect_tag}"
+        f"    <revision>\n      <id>{page_id}00</id>\n      <model>wikitext</model>\n"
+        f'      <text bytes="{len(text)}" xml:space="preserve">{text}</text>\n    </revision>\n  </page>\n'
+    )
+
+
+ARTICLE = """{{Infobox person|name=Zoë Quill}}
+'''Zoë Quill''' was a [[cartographer|map maker]] from [[Ærøskøbing]]. She drew {{Coast}} maps.
+
+== Early life ==
+Quill studied at the academy &amp; worked in the harbour.<ref>A source.</ref>
+* a list item that must go
+* another list item
+{| class="wikitable"
+| table cell that must go
+|}
+She retired in 1901.
+[[Category:Cartographers]]"""
+
+PAGES = [
+    (1, "Zoë Quill", ARTICLE, 0, None),
+    (2, "Quill", "#REDIRECT [[Zoë Quill]]", 0, "Zoë Quill"),
+    (3, "Template:Coast", "<includeonly>coastal</includeonly><noinclude>doc</noinclude>", 10, None),
+    (4, "Category:Cartographers", "People who draw maps.", 14, None),
+    (5, "Talk:Zoë Quill", "Is she notable? I think so.", 1, None),
+    (6, "Mercury", "'''Mercury''' may refer to:\n* [[Mercury (planet)]]\n* [[Mercury (element)]]\n{{disambiguation}}", 0, None),
+    (7, "Harbour", "The '''harbour''' shelters ships. It was dredged in 1850.\n{{Disambiguation needed}}", 0, None),
+]  # fmt: skip
+
+
+def write_dump(path: Path, pages=PAGES, siteinfo: bool = True) -> Path:
+    xml = '<mediawiki xmlns="http://www.mediawiki.org/xml/export-0.11/" version="0.11" xml:lang="en">\n'
+    xml += SITEINFO if siteinfo else ""
+    xml += "".join(page(*p) for p in pages) + "</mediawiki>\n"
+    data = xml.encode("utf-8")
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_bytes(bz2.compress(data) if path.name.endswith(".bz2") else data)
+    return path
+
+
+def read_documents(folder: Path) -> list[dict]:
+    return pq.read_table(folder).to_pylist()
+
+
+@pytest.mark.parametrize("siteinfo", [True, False])
+@pytest.mark.parametrize("name", ["dump.xml", "dump.xml.bz2"])
+def test_extracts_article_prose_only(tmp_path, siteinfo, name):
+    write_dump(tmp_path / "raw" / name, siteinfo=siteinfo)
+    stats = extract_wikipedia(tmp_path / "raw", tmp_path / "docs", processes=1)
+    docs = read_documents(tmp_path / "docs")
+    assert [d["doc_id"] for d in docs] == ["wikipedia:1", "wikipedia:7"]
+    assert {d["corpus"] for d in docs} == {"wikipedia"}
+    quill = docs[0]
+    assert quill["title"] == "Zoë Quill"
+    paragraphs = quill["text"].split("\n")
+    assert paragraphs[0] == "Zoë Quill was a map maker from Ærøskøbing. She drew coastal maps."
+    assert "Quill studied at the academy & worked in the harbour." in paragraphs
+    assert paragraphs[-1] == "She retired in 1901."
+    for gone in ("Early life", "list item", "table cell", "Infobox", "A source", "Category"):
+        assert gone not in quill["text"]
+    assert stats.skipped == {"redirect": 1, "other_namespace": 3, "disambiguation": 1}
+    assert stats.pages == 7 and stats.documents == 2
+
+
+def test_same_output_with_one_or_two_processes(tmp_path):
+    write_dump(tmp_path / "raw" / "a.xml", pages=PAGES * 1)
+    write_dump(
+        tmp_path / "raw" / "b.xml.bz2",
+        pages=[(100 + i, f"Article {i}", f"Text number {i}. More.", 0, None) for i in range(40)],
+    )
+    extract_wikipedia(tmp_path / "raw", tmp_path / "one", processes=1)
+    extract_wikipedia(tmp_path / "raw", tmp_path / "two", processes=2)
+    assert read_documents(tmp_path / "one") == read_documents(tmp_path / "two")
+    assert len(read_documents(tmp_path / "two")) == 42
+
+
+def test_skip_reasons_from_siteinfo_less_titles(tmp_path):
+    # A page without <ns> (old export schema) gets its namespace from the title prefix.
+    dump = tmp_path / "old.xml"
+    dump.write_text(
+        "<mediawiki><page><title>Template:X</title><id>1</id><revision><id>2</id><text>x</text>"
+        "</revision></page></mediawiki>",
+        encoding="utf-8",
+    )
+    (only,) = list(DumpReader(dump).pages())
+    assert only.namespace == 10 and skip_reason(only) == "other_namespace"
+
+
+def test_real_70_page_dump(shared_data, tmp_path):
+    stats = extract_wikipedia(shared_data / "enwiki-sample-70pages.xml.bz2", tmp_path / "docs", processes=2)
+    docs = {d["title"]: d["text"] for d in read_documents(tmp_path / "docs")}
+    assert set(docs) == {"Anarchism", "Albedo", "A", "Alabama", "Achilles", "Abraham Lincoln"}
+    assert docs["Anarchism"].startswith("Anarchism is a political philosophy and movement")
+    assert "Albedo" in docs["Albedo"] and "sunlight" in docs["Albedo"]
+    assert "16th president of the United States" in docs["Abraham Lincoln"]
+    assert all(len(text) > 5000 and "[[" not in text and "{{" not in text for text in docs.values())
+    assert stats.pages == 70 and stats.skipped == {"redirect": 64}
+    assert "AccessibleComputing" not in docs
+
+
+# ---- bad input: one clear message naming the file, no output left behind ----
+
+
+def expect_error(tmp_path, dump: Path, *fragments: str) -> None:
+    with pytest.raises(UserError) as error:
+        extract_wikipedia(dump, tmp_path / "out" / "docs", processes=1)
+    message = str(error.value)
+    assert str(dump) in message and "\n" not in message
+    for fragment in fragments:
+        assert fragment in message
+    assert not (tmp_path / "out" / "docs").exists()
+    assert not [p for p in (tmp_path / "out").iterdir()]  # no temporary folder left either
+
+
+def test_malformed_xml_names_line_and_column(tmp_path):
+    dump = write_dump(tmp_path / "bad.xml")
+    dump.write_text(dump.read_text(encoding="utf-8").replace("</title>", "</titel>", 2), encoding="utf-8")
+    expect_error(tmp_path, dump, "malformed XML at line 13, column 22 (mismatched tag)")
+
+
+def test_truncated_bz2(tmp_path):
+    dump = write_dump(tmp_path / "cut.xml.bz2")
+    dump.write_bytes(dump.read_bytes()[:-200])
+    expect_error(tmp_path, dump, "truncated")
+
+
+def test_invalid_utf8(tmp_path):
+    dump = write_dump(tmp_path / "latin1.xml")
+    dump.write_bytes(dump.read_bytes().replace("Zoë".encode(), b"Zo\xeb"))
+    expect_error(tmp_path, dump, "malformed XML at line", "not UTF-8")
+
+
+def test_dump_without_pages(tmp_path):
+    expect_error(tmp_path, write_dump(tmp_path / "empty.xml", pages=[]), "no <page> elements")
+
+
+def test_non_empty_dump_with_zero_documents(tmp_path):
+    dump = write_dump(tmp_path / "redirects.xml", pages=PAGES[1:3])
+    expect_error(tmp_path, dump, "2 pages but no article text", "1 redirect")
+
+
+def test_folder_without_dumps(tmp_path):
+    (tmp_path / "raw").mkdir()
+    with pytest.raises(UserError, match="no Wikipedia dump"):
+        extract_wikipedia(tmp_path / "raw", tmp_path / "docs", processes=1)
+
+
+def test_output_folder_that_cannot_be_created(tmp_path):
+    dump = write_dump(tmp_path / "dump.xml")
+    (tmp_path / "file").write_text("not a folder")
+    with pytest.raises(
+        UserError, match=r"file/docs: cannot write the output folder \(File exists: .*/file\)"
+    ):
+        extract_wikipedia(dump, tmp_path / "file" / "docs", processes=1)
+
+
+@pytest.mark.skipif(os.geteuid() == 0, reason="root can write anywhere")
+def test_unwritable_output_folder(tmp_path):
+    dump = write_dump(tmp_path / "dump.xml")
+    locked = tmp_path / "locked"
+    locked.mkdir()
+    locked.chmod(0o500)
+    try:
+        with pytest.raises(UserError, match="cannot write the output folder"):
+            extract_wikipedia(dump, locked / "docs", processes=1)
+    finally:
+        locked.chmod(0o700)
+
+
+def run_stage_in(workdir: Path, *args: str) -> subprocess.CompletedProcess:
+    """Run a stage as DVC does: from a project folder with its own params.yaml."""
+    params = (REPO / "params.yaml").read_text(encoding="utf-8")
+    source = workdir / "source.txt"
+    source.write_text("placeholder source\n", encoding="utf-8")
+    for sample in (
+        "data/sample/wikipedia/samplewiki-20260101-pages-articles.xml.bz2",
+        "data/sample/books/parquet/train-00000-of-00001.parquet",
+    ):
+        params = params.replace(sample, str(source))
+    (workdir / "params.yaml").write_text(params, encoding="utf-8")
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    return subprocess.run(
+        [sys.executable, "-m", *args], cwd=workdir, env=env, capture_output=True, text=True, timeout=120
+    )
+
+
+def test_stage_reports_bad_dump_in_one_line(tmp_path):
+    dump = write_dump(tmp_path / "data" / "raw" / "wikipedia" / "dump.xml")
+    dump.write_bytes(dump.read_bytes()[:-300])
+    result = run_stage_in(tmp_path, "stages.extract_wikipedia")
+    assert result.returncode == 1
+    last = result.stderr.strip().splitlines()[-1]
+    assert last.startswith("error: data/raw/wikipedia/dump.xml: malformed XML at line")
+    assert "Traceback" not in result.stderr
+    assert not (tmp_path / "data" / "documents" / "wikipedia").exists()
+
+
+def test_stage_writes_documents_and_metrics(tmp_path):
+    write_dump(tmp_path / "data" / "raw" / "wikipedia" / "dump.xml.bz2", siteinfo=False)
+    result = run_stage_in(tmp_path, "stages.extract_wikipedia")
+    assert result.returncode == 0, result.stderr
+    import json
+
+    metrics = json.loads((tmp_path / "metrics" / "extract_wikipedia.json").read_text())
+    assert metrics["documents"] == 2 and metrics["pages"] == 7 and metrics["pages_per_second"] > 0
+    assert len(read_documents(tmp_path / "data" / "documents" / "wikipedia")) == 2
