@@ -51,36 +51,52 @@ def load_tokenizer(vocab_file: str | Path, lower_case: bool = True) -> Tokenizer
     return tokenizer
 
 
-def train_wordpiece(
-    sentences: Iterable[str], vocab_size: int, min_frequency: int = 2, lower_case: bool = True
-) -> Tokenizer:
-    """Train a BERT WordPiece vocabulary of at most `vocab_size` tokens on `sentences` (any
-    iterable, streamed), with the same normaliser and pre-tokeniser `load_tokenizer` uses.
-    The special tokens take ids 0..4 in the order of SPECIAL_TOKENS; continuations start `##`."""
+def _bert_tokenizer_without_vocab(lower_case: bool) -> Tokenizer:
     tokenizer = Tokenizer(WordPiece(unk_token="[UNK]", max_input_chars_per_word=100))
     tokenizer.normalizer = normalizers.BertNormalizer(
         clean_text=True, handle_chinese_chars=True, strip_accents=None, lowercase=lower_case
     )
     tokenizer.pre_tokenizer = pre_tokenizers.BertPreTokenizer()
-    trainer = trainers.WordPieceTrainer(
-        vocab_size=vocab_size,
-        min_frequency=min_frequency,
-        special_tokens=list(SPECIAL_TOKENS),
-        continuing_subword_prefix="##",
-        show_progress=False,
-    )
-    tokenizer.train_from_iterator(sentences, trainer=trainer)
     return tokenizer
 
 
-def save_vocab(tokenizer: Tokenizer, path: str | Path) -> None:
+def train_wordpiece(
+    sentences: Callable[[], Iterable[str]], vocab_size: int, min_frequency: int = 2, lower_case: bool = True
+) -> list[str]:
+    """Train a BERT WordPiece vocabulary of at most `vocab_size` tokens; returns the tokens in id
+    order. `sentences()` streams the training text (it is called twice). Same normaliser and
+    pre-tokeniser as `load_tokenizer`; SPECIAL_TOKENS take ids 0..4; continuations start `##`.
+
+    tokenizers' trainer numbers `##` pieces in hash-map order, and merges with equal counts are
+    then picked differently from run to run (huggingface/tokenizers#1794). Declaring every `##`
+    piece up front, sorted, fixes their ids and makes the result the same on every run."""
+    tokenizer = _bert_tokenizer_without_vocab(lower_case)
+    characters: set[str] = set()
+    for sentence in sentences():
+        characters.update(sentence)
+    continuations = set()
+    for character in characters:
+        normalized = tokenizer.normalizer.normalize_str(character)
+        # characters BERT splits off as words of their own (punctuation, CJK) never continue a word
+        if normalized and len(tokenizer.pre_tokenizer.pre_tokenize_str("a" + normalized)) == 1:
+            continuations.update(normalized)
+    trainer = trainers.WordPieceTrainer(
+        vocab_size=vocab_size,
+        min_frequency=min_frequency,
+        special_tokens=[*SPECIAL_TOKENS, *sorted("##" + c for c in continuations)],
+        continuing_subword_prefix="##",
+        show_progress=False,
+    )
+    tokenizer.train_from_iterator(sentences(), trainer=trainer)
+    vocab = tokenizer.get_vocab(with_added_tokens=False)
+    return sorted(vocab, key=vocab.__getitem__)
+
+
+def save_vocab(tokens: list[str], path: str | Path) -> None:
     """Write `vocab.txt` (one token per line, line number = id), atomically."""
     path = Path(path)
-    by_id = sorted(tokenizer.get_vocab().items(), key=lambda item: item[1])
-    if [index for _, index in by_id] != list(range(len(by_id))):
-        raise ValueError("vocabulary ids are not contiguous from 0; cannot write vocab.txt")
     temporary = path.with_name(path.name + ".tmp")
-    temporary.write_text("".join(f"{token}\n" for token, _ in by_id), encoding="utf-8")
+    temporary.write_text("".join(f"{token}\n" for token in tokens), encoding="utf-8")
     os.replace(temporary, path)
 
 
@@ -177,7 +193,7 @@ def prepare_vocab(
         if source == "train":
             if sentences is None:
                 raise ValueError("vocab source `train` needs sentences")
-            save_vocab(train_wordpiece(sentences(), vocab_size, min_frequency, lower_case), vocab_file)
+            save_vocab(train_wordpiece(sentences, vocab_size, min_frequency, lower_case), vocab_file)
         elif source == "google":
             from bert.corpus.download import download  # lazily: only this source needs the network
 
