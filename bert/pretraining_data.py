@@ -586,6 +586,10 @@ def create_from_files(
     """Instances from each input file (random next segments come from the same file), all
     written to one HDF5 file in input order."""
     output = Path(output)
+    if len(inputs) == 1:  # no parts to join: write the output directly
+        stats = write_instances(file_batches(inputs[0]), output, vocab, lower_case, config, (seed, 0))
+        stats.per_input[str(inputs[0])] = stats.instances
+        return stats
     parts = [str(output.with_name(f"{output.name}.part{index:05d}")) for index in range(len(inputs))]
     tasks = [
         (path, part, str(vocab), lower_case, config, seed, index)
