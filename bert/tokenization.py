@@ -78,7 +78,8 @@ def train_wordpiece(
     for character in characters:
         normalized = tokenizer.normalizer.normalize_str(character)
         # characters BERT splits off as words of their own (punctuation, CJK) never continue a word
-        if normalized and len(tokenizer.pre_tokenizer.pre_tokenize_str("a" + normalized)) == 1:
+        words = tokenizer.pre_tokenizer.pre_tokenize_str("a" + normalized)
+        if normalized and [word for word, _ in words] == ["a" + normalized]:
             continuations.update(normalized)
     trainer = trainers.WordPieceTrainer(
         vocab_size=vocab_size,

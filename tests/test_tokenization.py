@@ -107,6 +107,7 @@ def test_train_wordpiece_special_tokens_prefix_and_determinism(tmp_path):
     lines = (tmp_path / "a.txt").read_text(encoding="utf-8").splitlines()
     assert lines[:5] == list(SPECIAL_TOKENS)
     assert len(lines) <= 120 and any(line.startswith("##") for line in lines)
+    assert not any(line.strip() != line or line in ("##.", "##東", "## ") for line in lines)
     assert "über" not in lines and "uber" in "".join(lines)  # lower-cased and accents stripped
     tokenizer = load_tokenizer(tmp_path / "a.txt", lower_case=True)
     assert tokenizer.token_to_id("[MASK]") == 4
