@@ -7,7 +7,11 @@ REPO = Path(__file__).resolve().parents[1]
 
 
 def _shared_data_dir() -> Path | None:
-    candidates = [os.environ.get("BERT_SHARED_DATA"), REPO.parent / "shared" / "data", Path("/work/shared/data")]
+    candidates = [
+        os.environ.get("BERT_SHARED_DATA"),
+        REPO.parent / "shared" / "data",
+        Path("/work/shared/data"),
+    ]
     for candidate in candidates:
         if candidate and Path(candidate, "enwiki-sample-70pages.xml.bz2").exists():
             return Path(candidate)
