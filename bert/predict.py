@@ -111,6 +111,8 @@ def main(argv: list[str] | None = None) -> None:
         if args.n_best < 1 or args.max_answer_length < 1:
             raise UserError("--n-best and --max-answer-length must be at least 1")
         model_dir = Path(args.model)
+        if not (model_dir / "config.json").is_file():
+            raise UserError(f"{model_dir}: not a model directory (no config.json)")
         context = args.context
         if args.context_file:
             try:
