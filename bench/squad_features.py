@@ -1,6 +1,6 @@
 """Time SQuAD feature conversion and post-processing at real SQuAD size.
 
-    python bench/squad_features.py --vocab VOCAB.txt [--squad train-v1.1.json]
+    PYTHONPATH=. python bench/squad_features.py --vocab VOCAB.txt [--squad train-v1.1.json]
         [--questions 88000] [--max-seq-length 384 --doc-stride 128 --max-query-length 64]
 
 With --squad, the real file is used; otherwise a SQuAD-sized stand-in is built from the 70-page
@@ -46,13 +46,16 @@ def stand_in_examples(num_questions: int, seed: int = 0) -> list[SquadExample]:
             first = rng.randrange(len(words))
             start, end = words[first][0], words[min(len(words) - 1, first + rng.randrange(3))][1]
             question = " ".join(context[s:e] for s, e in rng.sample(words, min(10, len(words)))) + "?"
-            examples.append(SquadExample(f"q{len(examples)}", "t", question, context,
-                                         [Answer(context[start:end], start)]))
+            examples.append(
+                SquadExample(f"q{len(examples)}", "t", question, context, [Answer(context[start:end], start)])
+            )
     return examples[:num_questions]
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--vocab", required=True)
     parser.add_argument("--squad")
     parser.add_argument("--questions", type=int, default=88_000)
@@ -66,8 +69,10 @@ def main() -> None:
     began = time.perf_counter()
     features = make_features(examples, tokenizer, args.max_seq_length, args.doc_stride, args.max_query_length)
     featurised = time.perf_counter() - began
-    print(f"make_features: {len(examples)} questions, {len({e.context for e in examples})} contexts -> "
-          f"{len(features)} windows in {featurised:.1f} s ({len(examples) / featurised:,.0f} questions/s)")
+    print(
+        f"make_features: {len(examples)} questions, {len({e.context for e in examples})} contexts -> "
+        f"{len(features)} windows in {featurised:.1f} s ({len(examples) / featurised:,.0f} questions/s)"
+    )
     rng = np.random.default_rng(0)
     start_logits = rng.standard_normal(features.input_ids.shape, dtype=np.float32)
     end_logits = rng.standard_normal(features.input_ids.shape, dtype=np.float32)
