@@ -1,0 +1,176 @@
+"""The product used the way its users use it: `dvc repro`, `dvc exp run`, `dvc metrics diff`,
+`dvc plots diff`, `dvc push`/`pull`, on the sample world, in a fresh clone of this repository.
+
+Slow (the whole DAG runs on a CPU): marked `slow`, run by `make test` and CI.
+"""
+
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+pytestmark = pytest.mark.slow
+
+REPO = Path(__file__).resolve().parents[1]
+BIN = Path(sys.executable).parent
+DATA_STAGES = [
+    "download@wikipedia",
+    "download@bookcorpus",
+    "extract_wikipedia",
+    "format_books",
+    "shard@wikipedia",
+    "shard@bookcorpus",
+    "vocab",
+    "examples@phase1",
+    "examples@phase2",
+]
+
+
+def run(args: list[str], cwd: Path, check: bool = True, timeout: int = 1200) -> subprocess.CompletedProcess:
+    env = {**os.environ, "PATH": f"{BIN}{os.pathsep}{os.environ['PATH']}", "PYTHONUNBUFFERED": "1"}
+    result = subprocess.run(args, cwd=cwd, env=env, capture_output=True, text=True, timeout=timeout)
+    if check and result.returncode != 0:
+        raise AssertionError(
+            f"{' '.join(args)} failed ({result.returncode}):\n{result.stdout[-4000:]}\n{result.stderr[-4000:]}"
+        )
+    return result
+
+
+def dvc(*args: str, cwd: Path, check: bool = True) -> subprocess.CompletedProcess:
+    return run([str(BIN / "dvc"), *args], cwd=cwd, check=check)
+
+
+def stages_run(output: str) -> list[str]:
+    return re.findall(r"Running stage '([^']+)'", output)
+
+
+def lock_hashes(clone: Path) -> dict[str, str]:
+    """Output path -> DVC hash, from dvc.lock."""
+    lock = yaml.safe_load((clone / "dvc.lock").read_text())
+    return {
+        out["path"]: out.get("md5", "") for stage in lock["stages"].values() for out in stage.get("outs", [])
+    }
+
+
+@pytest.fixture(scope="module")
+def clone(tmp_path_factory) -> Path:
+    """A fresh clone of the committed repository after one full `dvc repro`."""
+    path = tmp_path_factory.mktemp("workflow") / "bert-dvc"
+    run(["git", "clone", "--quiet", str(REPO), str(path)], cwd=path.parent)
+    run(["git", "config", "user.email", "ci@example.com"], cwd=path)
+    run(["git", "config", "user.name", "CI"], cwd=path)
+    # The committed dvc.lock describes the demo run; forcing shows the whole DAG runs from nothing.
+    result = dvc("repro", "--force", cwd=path)
+    assert set(stages_run(result.stdout)) >= {
+        *DATA_STAGES,
+        "pretrain_phase1",
+        "pretrain_phase2",
+        "evaluate_squad",
+    }
+    run(["git", "add", "-A"], cwd=path)
+    run(["git", "commit", "--quiet", "-m", "demo run"], cwd=path)
+    return path
+
+
+def test_repro_is_complete_then_a_noop_then_reruns_exactly_the_dependents(clone):
+    squad = json.loads((clone / "metrics/squad.json").read_text())
+    assert 0 <= squad["exact_match"] <= squad["f1"] <= 100
+    for phase in ("phase1", "phase2"):
+        metrics = json.loads((clone / f"metrics/pretrain_{phase}.json").read_text())
+        assert metrics["loss"] < metrics["first_loss"], f"{phase}: the loss did not fall"
+    second = dvc("repro", cwd=clone)
+    assert stages_run(second.stdout) == []
+    assert "up to date" in second.stdout.lower()
+
+    params = (clone / "params.yaml").read_text()
+    (clone / "params.yaml").write_text(params.replace("n_best_size: 20", "n_best_size: 10"))
+    third = dvc("repro", cwd=clone)
+    assert stages_run(third.stdout) == ["predict_squad", "evaluate_squad"]
+    run(["git", "checkout", "params.yaml", "dvc.lock", "metrics"], cwd=clone)
+    dvc("checkout", cwd=clone)
+
+
+def test_data_stages_are_byte_identical_when_forced(clone):
+    before = lock_hashes(clone)
+    for stage in DATA_STAGES:
+        dvc("repro", "--force", "--single-item", stage, cwd=clone)
+    after = lock_hashes(clone)
+    data_outputs = [
+        path
+        for path in before
+        if path.startswith(("data/raw", "data/documents", "data/shards", "data/vocab", "data/examples"))
+    ]
+    assert data_outputs
+    assert {path: after[path] for path in data_outputs} == {path: before[path] for path in data_outputs}
+
+
+def test_experiment_then_metrics_diff(clone):
+    dvc("exp", "run", "--name", "lr-6e-5", "--set-param", "finetune.learning_rate=6e-5", cwd=clone)
+    shown = json.loads(dvc("exp", "show", "--json", cwd=clone).stdout)
+    names = [
+        rev.get("name")
+        for baseline in shown
+        for exp in (baseline.get("experiments") or [])
+        for rev in exp["revs"]
+    ]
+    assert "lr-6e-5" in names
+    diff = json.loads(dvc("metrics", "diff", "HEAD", "lr-6e-5", "--json", cwd=clone).stdout)
+    assert "metrics/squad.json" in diff
+    assert {"f1", "exact_match"} <= set(diff["metrics/squad.json"])
+    params = json.loads(dvc("params", "diff", "HEAD", "lr-6e-5", "--json", cwd=clone).stdout)
+    assert params["params.yaml"]["finetune.learning_rate"]["new"] == pytest.approx(6e-5)
+    dvc("exp", "apply", "lr-6e-5", cwd=clone)  # the workspace now holds the experiment
+    run(["git", "checkout", "."], cwd=clone)
+    dvc("checkout", "--force", cwd=clone)
+
+
+def test_queued_sweep_and_seed_study(clone):
+    dvc("exp", "run", "--queue", "-S", "finetune.seed=1,2,3", cwd=clone)
+    dvc("queue", "start", "--jobs", "1", cwd=clone)
+    _wait_for_queue(clone)
+    summary = run([sys.executable, "-m", "stages.stability"], cwd=clone)
+    lines = summary.stdout.splitlines()
+    assert len([line for line in lines if re.match(r"^\S+\s+[123]\s", line)]) == 3, summary.stdout
+    assert any(line.startswith("mean") and "n=3" in line for line in lines)
+    assert any(line.startswith("std") for line in lines)
+
+
+def _wait_for_queue(clone: Path, timeout: float = 1800) -> None:
+    import time
+
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        status = dvc("queue", "status", cwd=clone).stdout
+        if not re.search(r"\b(Queued|Running)\b", status):
+            assert "Failed" not in status, status
+            return
+        time.sleep(5)
+    raise AssertionError("the experiment queue did not finish in time")
+
+
+def test_plots_diff_draws_loss_curves(clone):
+    out = clone / "plots-out"
+    dvc("plots", "diff", "HEAD", "--out", str(out), cwd=clone)
+    html = (out / "index.html").read_text()
+    assert "Pretraining loss (phase 1)" in html
+    assert "SQuAD fine-tuning loss" in html
+
+
+def test_push_then_pull_in_a_fresh_clone(clone, tmp_path):
+    remote = tmp_path / "remote"
+    dvc("remote", "add", "--local", "-d", "demo", str(remote), cwd=clone)
+    dvc("push", cwd=clone)
+    other = tmp_path / "other"
+    run(["git", "clone", "--quiet", str(clone), str(other)], cwd=tmp_path)
+    dvc("remote", "add", "--local", "-d", "demo", str(remote), cwd=other)
+    dvc("pull", cwd=other)
+    status = dvc("status", cwd=other)
+    assert "up to date" in status.stdout.lower(), status.stdout
+    assert (other / "data/models/squad/model.safetensors").is_file()
+    shutil.rmtree(other)
