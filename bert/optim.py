@@ -42,9 +42,13 @@ class Lamb(torch.optim.Optimizer):
     `step()` (the training loop does). Written with `torch._foreach_*` so each op is one kernel
     launch per group, not one per tensor."""
 
-    def __init__(self, params, lr: float = 1e-3, betas=(0.9, 0.999), eps: float = 1e-6, weight_decay: float = 0.01):
+    def __init__(
+        self, params, lr: float = 1e-3, betas=(0.9, 0.999), eps: float = 1e-6, weight_decay: float = 0.01
+    ):
         if lr < 0 or eps < 0 or weight_decay < 0 or not (0 <= betas[0] < 1 and 0 <= betas[1] < 1):
-            raise ValueError(f"invalid LAMB hyper-parameters: lr={lr}, betas={betas}, eps={eps}, weight_decay={weight_decay}")
+            raise ValueError(
+                f"invalid LAMB hyper-parameters: lr={lr}, betas={betas}, eps={eps}, weight_decay={weight_decay}"
+            )
         super().__init__(params, {"lr": lr, "betas": betas, "eps": eps, "weight_decay": weight_decay})
 
     @torch.no_grad()
@@ -100,7 +104,12 @@ class Lamb(torch.optim.Optimizer):
 
 
 def build_optimizer(
-    model: nn.Module, name: str, learning_rate: float, weight_decay: float, use_apex: bool = False, fused: bool = False
+    model: nn.Module,
+    name: str,
+    learning_rate: float,
+    weight_decay: float,
+    use_apex: bool = False,
+    fused: bool = False,
 ) -> torch.optim.Optimizer:
     """`lamb` or `adamw` over `parameter_groups(model, weight_decay)`. `use_apex` swaps in apex's
     FusedLAMB (same NVLAMB maths, CUDA only) when `import apex` works; otherwise ours, with a log
@@ -114,7 +123,9 @@ def build_optimizer(
                 log.info("pretrain.use_apex is on but apex is not importable; using bert.optim.Lamb")
             else:
                 # The loop clips, so FusedLAMB's own clipping is switched off (infinite max norm).
-                return FusedLAMB(groups, lr=learning_rate, eps=1e-6, max_grad_norm=float("inf"), use_nvlamb=True)
+                return FusedLAMB(
+                    groups, lr=learning_rate, eps=1e-6, max_grad_norm=float("inf"), use_nvlamb=True
+                )
         return Lamb(groups, lr=learning_rate, eps=1e-6)
     if name == "adamw":
         on_cuda = next(model.parameters()).is_cuda
@@ -129,7 +140,9 @@ def warmup_poly_schedule(
     polynomial decay to 0 at `total_steps`: factor ((total - step) / (total - warmup)) ** power.
     power 1 is BERT's linear decay; NVIDIA's phase 1/2 use 0.5."""
     if total_steps < 1 or not 0 <= warmup_steps <= total_steps:
-        raise ValueError(f"need 0 <= warmup_steps ({warmup_steps}) <= total_steps ({total_steps}) and total_steps >= 1")
+        raise ValueError(
+            f"need 0 <= warmup_steps ({warmup_steps}) <= total_steps ({total_steps}) and total_steps >= 1"
+        )
 
     def factor(step: int) -> float:
         if step < warmup_steps:

@@ -23,7 +23,14 @@ from torch.utils.data import DataLoader, Dataset
 
 from bert.errors import UserError
 
-KEYS = ("input_ids", "input_mask", "segment_ids", "masked_lm_positions", "masked_lm_ids", "next_sentence_labels")
+KEYS = (
+    "input_ids",
+    "input_mask",
+    "segment_ids",
+    "masked_lm_positions",
+    "masked_lm_ids",
+    "next_sentence_labels",
+)
 
 
 @dataclass
@@ -93,7 +100,9 @@ class PretrainingData:
             raise UserError("no pretraining shards (*.hdf5) found; run the examples stage first")
         self.sizes, dynamic = describe_shards(self.files)
         if any(dynamic) and masking is None:
-            raise UserError(f"{self.files[dynamic.index(True)]}: shard asks for dynamic masking, but no masking config was given")
+            raise UserError(
+                f"{self.files[dynamic.index(True)]}: shard asks for dynamic masking, but no masking config was given"
+            )
         self.masking = masking if any(dynamic) else None
         self.dynamic = dynamic
         self.batch_size, self.seed, self.rank, self.world_size = batch_size, seed, rank, world_size
@@ -174,7 +183,9 @@ class EpochBatches(Dataset):
             "attention_mask": torch.from_numpy(batch["input_mask"].astype(np.int64)),
             "masked_lm_positions": torch.from_numpy(batch["masked_lm_positions"].astype(np.int64)),
             "masked_lm_ids": torch.from_numpy(batch["masked_lm_ids"].astype(np.int64)),
-            "next_sentence_labels": torch.from_numpy(batch["next_sentence_labels"].astype(np.int64).reshape(-1)),
+            "next_sentence_labels": torch.from_numpy(
+                batch["next_sentence_labels"].astype(np.int64).reshape(-1)
+            ),
         }
 
     def _read(self, shard: int, begin: int, end: int) -> dict[str, np.ndarray]:
@@ -195,6 +206,13 @@ class EpochBatches(Dataset):
         word_start = None if spec.continuation is None else ~spec.continuation[input_ids]
         rng = np.random.default_rng([self.data.seed, self.data.epoch, shard, begin])
         masked, positions, labels = mask_batch(
-            input_ids, candidate, word_start, spec.masked_lm_prob, spec.max_predictions, spec.vocab_size, spec.mask_id, rng
+            input_ids,
+            candidate,
+            word_start,
+            spec.masked_lm_prob,
+            spec.max_predictions,
+            spec.vocab_size,
+            spec.mask_id,
+            rng,
         )
         return {"input_ids": masked, "masked_lm_positions": positions, "masked_lm_ids": labels}

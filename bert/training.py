@@ -95,7 +95,9 @@ def setup_distributed(backend: str = "auto") -> Distributed:
     return Distributed(rank, local_rank, world_size, device)
 
 
-def torchrun_command(module_args: list[str], nproc_per_node: int, nnodes: int, rdzv_endpoint: str) -> list[str]:
+def torchrun_command(
+    module_args: list[str], nproc_per_node: int, nnodes: int, rdzv_endpoint: str
+) -> list[str]:
     """The command that starts `python -m <module_args>` on every GPU of every node."""
     return [
         sys.executable, "-m", "torch.distributed.run",
@@ -111,7 +113,9 @@ def under_torchrun() -> bool:
     return "TORCHELASTIC_RUN_ID" in os.environ or "LOCAL_RANK" in os.environ
 
 
-def relaunch_with_torchrun(module_args: list[str], nproc_per_node: int, nnodes: int, rdzv_endpoint: str) -> int:
+def relaunch_with_torchrun(
+    module_args: list[str], nproc_per_node: int, nnodes: int, rdzv_endpoint: str
+) -> int:
     """Run this stage again under torchrun and return its exit status (non-zero when any rank
     failed: torchrun stops the other ranks and prints the failed rank's error)."""
     command = torchrun_command(module_args, nproc_per_node, nnodes, rdzv_endpoint)
@@ -149,7 +153,9 @@ def save_checkpoint(directory: str | Path, step: int, state: dict, keep_last: in
         os.replace(temp, path)
     except OSError as error:
         temp.unlink(missing_ok=True)
-        raise UserError(f"{path}: cannot write checkpoint ({error}); the previous checkpoints are intact") from None
+        raise UserError(
+            f"{path}: cannot write checkpoint ({error}); the previous checkpoints are intact"
+        ) from None
     finally:
         temp.unlink(missing_ok=True)
     _fsync_directory(directory)
@@ -269,7 +275,11 @@ def train(
     rank, world_size = _world()
     is_main = rank == 0
     device = next(model.parameters()).device
-    if device.type == "cuda" and config.precision == "fp32" and torch.cuda.get_device_capability(device)[0] >= 8:
+    if (
+        device.type == "cuda"
+        and config.precision == "fp32"
+        and torch.cuda.get_device_capability(device)[0] >= 8
+    ):
         torch.backends.cuda.matmul.allow_tf32 = True  # TF32 tensor cores: fp32 range, ~10-bit mantissa
         torch.backends.cudnn.allow_tf32 = True
     amp_dtype = PRECISIONS[config.precision]
@@ -303,7 +313,9 @@ def train(
     forward_model.train()
 
     live = _open_live(config, step, resumed=state is not None) if is_main else None
-    progress = tqdm(total=config.max_steps, initial=step, disable=not (is_main and config.progress), desc="train")
+    progress = tqdm(
+        total=config.max_steps, initial=step, disable=not (is_main and config.progress), desc="train"
+    )
     data = _Batches(batches, world_size, epoch, samples)
     nonfinite_in_row = 0
     interval = _Interval(device)
@@ -316,7 +328,9 @@ def train(
         for micro in range(config.grad_accum_steps):
             batch = _to_device(next(data), device)
             last = micro == config.grad_accum_steps - 1
-            sync = contextlib.nullcontext() if last or world_size == 1 else forward_model_no_sync(forward_model)
+            sync = (
+                contextlib.nullcontext() if last or world_size == 1 else forward_model_no_sync(forward_model)
+            )
             with sync:
                 with torch.autocast(device.type, dtype=amp_dtype, enabled=amp_dtype is not None):
                     loss, stats = loss_fn(forward_model, batch)
@@ -329,7 +343,9 @@ def train(
         max_norm = config.grad_clip if config.grad_clip > 0 else math.inf
         grad_norm = torch.nn.utils.clip_grad_norm_(model.parameters(), max_norm)
         # One small all-reduce of the step's loss, so every rank takes the same skip decision.
-        mean_loss, norm = _reduce(torch.stack([step_loss / config.grad_accum_steps / world_size, grad_norm.float()])).tolist()
+        mean_loss, norm = _reduce(
+            torch.stack([step_loss / config.grad_accum_steps / world_size, grad_norm.float()])
+        ).tolist()
         norm /= world_size  # the gradients were all-reduced already: every rank has the same norm
         loss_finite = math.isfinite(mean_loss)
         if scaler.is_enabled():
@@ -349,8 +365,12 @@ def train(
         progress.update(1)
         totals["skipped_steps"] += int(skipped)
         if skipped:
-            log.warning("step %d: non-finite %s, update skipped", step, "gradients" if loss_finite else "loss")
-        nonfinite_in_row = 0 if loss_finite and not (skipped and not scaler.is_enabled()) else nonfinite_in_row + 1
+            log.warning(
+                "step %d: non-finite %s, update skipped", step, "gradients" if loss_finite else "loss"
+            )
+        nonfinite_in_row = (
+            0 if loss_finite and not (skipped and not scaler.is_enabled()) else nonfinite_in_row + 1
+        )
         if totals["first_loss"] is None and loss_finite:
             totals["first_loss"] = mean_loss
         if nonfinite_in_row >= config.max_nonfinite_steps:
@@ -425,7 +445,9 @@ class _Interval:
             total = torch.as_tensor(total, device=self.device).detach().float()
             count = torch.as_tensor(count, device=self.device).float()
             previous = self.sums.get(name)
-            self.sums[name] = [total, count] if previous is None else [previous[0] + total, previous[1] + count]
+            self.sums[name] = (
+                [total, count] if previous is None else [previous[0] + total, previous[1] + count]
+            )
         self.sequences += sequences
 
     def add_step(self, grad_norm: float | None, learning_rate: float) -> None:
@@ -469,7 +491,9 @@ def _resume_state(config: TrainConfig, rank: int) -> dict | None:
     return state
 
 
-def _save(config, step, model, optimizer, scheduler, scaler, data: _Batches, totals, rank, world_size) -> None:
+def _save(
+    config, step, model, optimizer, scheduler, scaler, data: _Batches, totals, rank, world_size
+) -> None:
     rng = _rng_state()
     if world_size > 1:
         rngs = [None] * world_size

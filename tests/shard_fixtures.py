@@ -7,7 +7,11 @@ import numpy as np
 
 from bert.modeling import BertConfig, BertForPreTraining
 
-VOCAB = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"] + [f"w{i}" for i in range(40)] + [f"##p{i}" for i in range(19)]
+VOCAB = (
+    ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
+    + [f"w{i}" for i in range(40)]
+    + [f"##p{i}" for i in range(19)]
+)
 PAD, CLS, SEP, MASK = 0, 2, 3, 4
 
 
@@ -33,7 +37,9 @@ def write_shard(path: Path, rows: int, seq_len: int, max_pred: int, seed: int, d
         segment_ids[r, split + 1 : length] = 1
         if not dynamic:
             maskable = [i for i in range(1, length - 1) if i != split]
-            chosen = np.sort(rng.choice(maskable, size=min(max_pred, max(1, length // 7)), replace=False))
+            # every row masks max_pred tokens: a batch's mean MLM loss is then the mean of its
+            # halves' means, so 1 rank x 8 and 2 ranks x 4 agree exactly (see docs/training.md)
+            chosen = np.sort(rng.choice(maskable, size=max_pred, replace=False))
             positions[r, : len(chosen)] = chosen
             labels[r, : len(chosen)] = input_ids[r, chosen]
             input_ids[r, chosen] = MASK

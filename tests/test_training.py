@@ -15,12 +15,12 @@ from tests.shard_fixtures import tiny_model, write_shard, write_shards, write_vo
 torch.set_num_threads(1)
 
 
-def pretrain(tmp_path, shards, max_steps, total_steps=8, workers=0, resume=True, **overrides):
-    model = tiny_model(seed=0)
+def pretrain(tmp_path, shards, max_steps, total_steps=8, workers=0, resume=True, dropout=0.1, **overrides):
+    model = tiny_model(seed=0, dropout=dropout)
     optimizer = build_optimizer(model, "lamb", 5e-3, 0.01)
     scheduler = warmup_poly_schedule(optimizer, 2, total_steps, power=0.5)
     data = PretrainingData(shards, batch_size=8, seed=7, num_workers=workers)
-    config = TrainConfig(
+    settings = dict(
         max_steps=max_steps,
         save_every=3,
         keep_last=2,
@@ -31,8 +31,8 @@ def pretrain(tmp_path, shards, max_steps, total_steps=8, workers=0, resume=True,
         live_dir=tmp_path / "live",
         metrics_file=tmp_path / "metrics.json",
         progress=False,
-        **overrides,
     )
+    config = TrainConfig(**{**settings, **overrides})
     summary = train(model, data, pretraining_loss, optimizer, scheduler, config)
     return model, summary
 
@@ -61,11 +61,31 @@ def test_logs_and_metrics(tmp_path):
     shards = write_shards(tmp_path / "shards")
     _, summary = pretrain(tmp_path, shards, 8)
     metrics_dir = tmp_path / "live" / "plots" / "metrics" / "train"
-    for name in ("loss", "mlm_loss", "nsp_loss", "mlm_accuracy", "nsp_accuracy", "learning_rate", "grad_norm", "sequences_per_second"):
+    for name in (
+        "loss",
+        "mlm_loss",
+        "nsp_loss",
+        "mlm_accuracy",
+        "nsp_accuracy",
+        "learning_rate",
+        "grad_norm",
+        "sequences_per_second",
+    ):
         assert (metrics_dir / f"{name}.tsv").is_file(), name
     written = json.loads((tmp_path / "metrics.json").read_text())
     assert written == pytest.approx(summary)
-    for key in ("loss", "mlm_loss", "nsp_loss", "mlm_accuracy", "nsp_accuracy", "first_loss", "steps", "sequences_per_second", "seconds", "skipped_steps"):
+    for key in (
+        "loss",
+        "mlm_loss",
+        "nsp_loss",
+        "mlm_accuracy",
+        "nsp_accuracy",
+        "first_loss",
+        "steps",
+        "sequences_per_second",
+        "seconds",
+        "skipped_steps",
+    ):
         assert key in written
     assert written["steps"] == 8 and written["skipped_steps"] == 0
     assert 0 <= written["mlm_accuracy"] <= 1 and 0 <= written["nsp_accuracy"] <= 1
@@ -79,7 +99,14 @@ def test_learns_on_repeated_batches(tmp_path):
     optimizer = build_optimizer(model, "lamb", 5e-2, 0.01)
     scheduler = warmup_poly_schedule(optimizer, 5, 80)
     data = PretrainingData(shards, batch_size=16, seed=0)
-    summary = train(model, data, pretraining_loss, optimizer, scheduler, TrainConfig(max_steps=80, log_every=10, progress=False))
+    summary = train(
+        model,
+        data,
+        pretraining_loss,
+        optimizer,
+        scheduler,
+        TrainConfig(max_steps=80, log_every=10, progress=False),
+    )
     assert summary["loss"] < 0.3 * summary["first_loss"] and summary["mlm_accuracy"] > 0.8
 
 
@@ -108,7 +135,14 @@ def test_accumulation_equals_large_batch(optimizer_name):
         optimizer = build_optimizer(model, optimizer_name, 1e-2, 0.01)
         scheduler = warmup_poly_schedule(optimizer, 0, 1)
         batches = [{"x": x[i : i + size], "y": y[i : i + size]} for i in range(0, 32, size)]
-        train(model, batches, mse, optimizer, scheduler, TrainConfig(max_steps=1, grad_accum_steps=accum, grad_clip=0.1, progress=False))
+        train(
+            model,
+            batches,
+            mse,
+            optimizer,
+            scheduler,
+            TrainConfig(max_steps=1, grad_accum_steps=accum, grad_clip=0.1, progress=False),
+        )
         results.append(model.state_dict())
     for name in results[0]:
         torch.testing.assert_close(results[0][name], results[1][name], atol=1e-6, rtol=1e-5)
@@ -116,13 +150,18 @@ def test_accumulation_equals_large_batch(optimizer_name):
 
 def test_plain_iterable_resumes_by_replaying(tmp_path):
     generator = torch.Generator().manual_seed(2)
-    batches = [{"x": torch.randn(4, 6, generator=generator), "y": torch.randn(4, generator=generator)} for _ in range(5)]
+    batches = [
+        {"x": torch.randn(4, 6, generator=generator), "y": torch.randn(4, generator=generator)}
+        for _ in range(5)
+    ]
 
     def run(steps):
         model = Regression()
         optimizer = build_optimizer(model, "adamw", 1e-2, 0.01)
         scheduler = warmup_poly_schedule(optimizer, 1, 12)
-        config = TrainConfig(max_steps=steps, save_every=2, checkpoint_dir=tmp_path / steps.__str__(), progress=False)
+        config = TrainConfig(
+            max_steps=steps, save_every=2, checkpoint_dir=tmp_path / steps.__str__(), progress=False
+        )
         return model, optimizer, scheduler, config
 
     straight = run(12)
@@ -149,7 +188,9 @@ def test_nonfinite_loss_stops_with_clear_error_and_keeps_checkpoint(tmp_path):
     optimizer = build_optimizer(model, "lamb", 1e-2, 0.01)
     scheduler = warmup_poly_schedule(optimizer, 0, 20)
     batches = [{"x": torch.randn(4, 6), "y": torch.randn(4)}]
-    config = TrainConfig(max_steps=20, save_every=2, max_nonfinite_steps=3, checkpoint_dir=tmp_path, progress=False)
+    config = TrainConfig(
+        max_steps=20, save_every=2, max_nonfinite_steps=3, checkpoint_dir=tmp_path, progress=False
+    )
     with pytest.raises(UserError, match=r"not finite for 3 steps in a row .*step-00000004\.pt"):
         train(model, batches, exploding, optimizer, scheduler, config)
     assert [p.name for p in list_checkpoints(tmp_path)] == ["step-00000002.pt", "step-00000004.pt"]
@@ -188,8 +229,9 @@ def test_checkpoint_write_is_atomic(tmp_path, monkeypatch):
 @pytest.mark.slow
 def test_compile_matches_eager(tmp_path):
     shards = write_shards(tmp_path / "shards")
-    _, eager = pretrain(tmp_path / "eager", shards, 2, log_every=1)
-    _, compiled = pretrain(tmp_path / "compiled", shards, 2, log_every=1, compile=True)
+    # no dropout: compiled kernels draw their random numbers differently from eager ones
+    _, eager = pretrain(tmp_path / "eager", shards, 2, log_every=1, dropout=0.0)
+    _, compiled = pretrain(tmp_path / "compiled", shards, 2, log_every=1, dropout=0.0, compile=True)
     assert compiled["first_loss"] == pytest.approx(eager["first_loss"], rel=1e-4)
     assert compiled["loss"] == pytest.approx(eager["loss"], rel=1e-4)
 
@@ -209,7 +251,14 @@ def test_loader_ranks_split_the_global_batch(tmp_path):
     assert len(whole) == len(halves[0]) == 97 // 8
     for one, a, b in zip(whole, *halves):
         assert torch.equal(one["input_ids"], torch.cat([a["input_ids"], b["input_ids"]]))
-        assert set(one) == {"input_ids", "token_type_ids", "attention_mask", "masked_lm_positions", "masked_lm_ids", "next_sentence_labels"}
+        assert set(one) == {
+            "input_ids",
+            "token_type_ids",
+            "attention_mask",
+            "masked_lm_positions",
+            "masked_lm_ids",
+            "next_sentence_labels",
+        }
         assert one["next_sentence_labels"].shape == (8,) and one["input_ids"].dtype == torch.int64
 
 
