@@ -4,9 +4,16 @@ One function builds the tokenizer every part of the project uses (example creati
 features, prediction), so a vocabulary always means the same ids everywhere.
 """
 
+import json
+import os
+import re
+import shutil
+from collections.abc import Callable, Iterable
+from itertools import chain
 from pathlib import Path
 
-from tokenizers import Tokenizer, decoders, normalizers, pre_tokenizers, processors
+import numpy as np
+from tokenizers import Tokenizer, decoders, normalizers, pre_tokenizers, processors, trainers
 from tokenizers.models import WordPiece
 
 from bert.errors import UserError
@@ -21,7 +28,9 @@ def load_tokenizer(vocab_file: str | Path, lower_case: bool = True) -> Tokenizer
     vocab_file = Path(vocab_file)
     if not vocab_file.is_file():
         raise UserError(f"{vocab_file}: vocabulary file not found (run the `vocab` stage, or fix the path)")
-    tokenizer = Tokenizer(WordPiece.from_file(str(vocab_file), unk_token="[UNK]", max_input_chars_per_word=100))
+    tokenizer = Tokenizer(
+        WordPiece.from_file(str(vocab_file), unk_token="[UNK]", max_input_chars_per_word=100)
+    )
     # strip_accents=None follows `lowercase`, as in BERT: uncased models strip accents, cased keep them.
     tokenizer.normalizer = normalizers.BertNormalizer(
         clean_text=True, handle_chinese_chars=True, strip_accents=None, lowercase=lower_case
@@ -30,7 +39,9 @@ def load_tokenizer(vocab_file: str | Path, lower_case: bool = True) -> Tokenizer
     tokenizer.decoder = decoders.WordPiece(prefix="##")
     missing = [token for token in SPECIAL_TOKENS if tokenizer.token_to_id(token) is None]
     if missing:
-        raise UserError(f"{vocab_file}: vocabulary lacks the special tokens {missing}; it is not a BERT vocab.txt")
+        raise UserError(
+            f"{vocab_file}: vocabulary lacks the special tokens {missing}; it is not a BERT vocab.txt"
+        )
     cls_id, sep_id = tokenizer.token_to_id("[CLS]"), tokenizer.token_to_id("[SEP]")
     tokenizer.post_processor = processors.TemplateProcessing(
         single="[CLS] $A [SEP]",
@@ -38,3 +49,168 @@ def load_tokenizer(vocab_file: str | Path, lower_case: bool = True) -> Tokenizer
         special_tokens=[("[CLS]", cls_id), ("[SEP]", sep_id)],
     )
     return tokenizer
+
+
+def _bert_tokenizer_without_vocab(lower_case: bool) -> Tokenizer:
+    tokenizer = Tokenizer(WordPiece(unk_token="[UNK]", max_input_chars_per_word=100))
+    tokenizer.normalizer = normalizers.BertNormalizer(
+        clean_text=True, handle_chinese_chars=True, strip_accents=None, lowercase=lower_case
+    )
+    tokenizer.pre_tokenizer = pre_tokenizers.BertPreTokenizer()
+    return tokenizer
+
+
+def train_wordpiece(
+    sentences: Callable[[], Iterable[str]], vocab_size: int, min_frequency: int = 2, lower_case: bool = True
+) -> list[str]:
+    """Train a BERT WordPiece vocabulary of at most `vocab_size` tokens; returns the tokens in id
+    order. `sentences()` streams the training text (it is called twice). Same normaliser and
+    pre-tokeniser as `load_tokenizer`; SPECIAL_TOKENS take ids 0..4; continuations start `##`.
+
+    tokenizers' trainer numbers `##` pieces in hash-map order, and merges with equal counts are
+    then picked differently from run to run (huggingface/tokenizers#1794). Declaring every `##`
+    piece up front, sorted, fixes their ids and makes the result the same on every run."""
+    tokenizer = _bert_tokenizer_without_vocab(lower_case)
+    characters: set[str] = set()
+    for sentence in sentences():
+        characters.update(sentence)
+    continuations = set()
+    for character in characters:
+        normalized = tokenizer.normalizer.normalize_str(character)
+        # characters BERT splits off as words of their own (punctuation, CJK) never continue a word
+        if normalized and len(tokenizer.pre_tokenizer.pre_tokenize_str("a" + normalized)) == 1:
+            continuations.update(normalized)
+    trainer = trainers.WordPieceTrainer(
+        vocab_size=vocab_size,
+        min_frequency=min_frequency,
+        special_tokens=[*SPECIAL_TOKENS, *sorted("##" + c for c in continuations)],
+        continuing_subword_prefix="##",
+        show_progress=False,
+    )
+    tokenizer.train_from_iterator(sentences(), trainer=trainer)
+    vocab = tokenizer.get_vocab(with_added_tokens=False)
+    return sorted(vocab, key=vocab.__getitem__)
+
+
+def save_vocab(tokens: list[str], path: str | Path) -> None:
+    """Write `vocab.txt` (one token per line, line number = id), atomically."""
+    path = Path(path)
+    temporary = path.with_name(path.name + ".tmp")
+    temporary.write_text("".join(f"{token}\n" for token in tokens), encoding="utf-8")
+    os.replace(temporary, path)
+
+
+def continuation_table(tokenizer: Tokenizer) -> np.ndarray:
+    """bool [vocab_size]: True for `##` pieces (the ones whole-word masking keeps with their word)."""
+    table = np.zeros(tokenizer.get_vocab_size(), dtype=bool)
+    for token, index in tokenizer.get_vocab().items():
+        table[index] = token.startswith("##")
+    return table
+
+
+# Characters Python's str.split() splits on but BERT's normaliser deletes (so BERT joins the words
+# around them). Sentences containing one skip the word cache below and go to the tokenizer whole.
+_SPLIT_DISAGREES = re.compile("[\x0b\x0c\x1c-\x1f\x85]")
+
+
+class SentenceEncoder:
+    """Token ids of many sentences, exactly as `tokenizer.encode(s, add_special_tokens=False)`,
+    several times faster.
+
+    BERT's normalisation, pre-tokenisation and WordPiece never look across whitespace, so the
+    pieces of a whitespace-separated chunk do not depend on its neighbours. Real text repeats its
+    chunks (Zipf), so each distinct chunk is tokenised once, in a batch, and remembered as a row of
+    a ragged piece table; a batch of sentences then becomes ids with a few NumPy gathers.
+    """
+
+    def __init__(self, tokenizer: Tokenizer, max_cached_chunks: int = 1_000_000):
+        self.tokenizer = tokenizer
+        self.max_cached_chunks = max_cached_chunks
+        self._clear()
+
+    def _clear(self) -> None:
+        self.chunk_index: dict[str, int] = {}
+        self.pieces = np.zeros(0, dtype=np.int32)  # pieces of all known chunks, back to back
+        self.piece_starts = np.zeros(
+            1, dtype=np.int64
+        )  # chunk k: pieces[piece_starts[k]:piece_starts[k + 1]]
+
+    def _learn(self, chunks: list[str]) -> None:
+        encodings = self.tokenizer.encode_batch(chunks, add_special_tokens=False)
+        new_ids = [encoding.ids for encoding in encodings]
+        lengths = np.fromiter(map(len, new_ids), dtype=np.int64, count=len(new_ids))
+        first = len(self.chunk_index)
+        self.chunk_index.update(zip(chunks, range(first, first + len(chunks))))
+        self.pieces = np.concatenate(
+            [self.pieces, np.fromiter(chain.from_iterable(new_ids), np.int32, int(lengths.sum()))]
+        )
+        self.piece_starts = np.concatenate([self.piece_starts, self.piece_starts[-1] + np.cumsum(lengths)])
+
+    def encode(self, sentences: list[str]) -> tuple[np.ndarray, np.ndarray]:
+        """(ids int32 [total pieces], lengths int32 [len(sentences)]) for sentences in order."""
+        if len(self.chunk_index) > self.max_cached_chunks:
+            self._clear()
+        # A sentence whose whitespace BERT reads differently from str.split() is one chunk.
+        split = [[s] if _SPLIT_DISAGREES.search(s) else s.split() for s in sentences]
+        words_per_sentence = np.fromiter(map(len, split), dtype=np.int64, count=len(split))
+        chunks = list(chain.from_iterable(split))
+        missing = set(chunks).difference(self.chunk_index)
+        if missing:
+            self._learn(sorted(missing))
+        chunk_ids = np.fromiter(map(self.chunk_index.__getitem__, chunks), dtype=np.int64, count=len(chunks))
+        starts = self.piece_starts[chunk_ids]
+        lengths = self.piece_starts[chunk_ids + 1] - starts
+        ends = np.cumsum(lengths)
+        # index of every output piece in self.pieces: each chunk's start, then +1 per piece
+        gather = np.repeat(starts - (ends - lengths), lengths) + np.arange(ends[-1] if len(ends) else 0)
+        ids = self.pieces[gather]
+        piece_ends = np.concatenate([[0], ends])[np.cumsum(words_per_sentence)]
+        sentence_lengths = np.diff(np.concatenate([[0], piece_ends])).astype(np.int32)
+        return ids, sentence_lengths
+
+
+def prepare_vocab(
+    source: str,
+    output_dir: str | Path,
+    lower_case: bool,
+    sentences: Callable[[], Iterable[str]] | None = None,
+    vocab_size: int = 30522,
+    min_frequency: int = 2,
+    url: str = "",
+    checksum: str | None = None,
+) -> Path:
+    """Make output_dir/vocab.txt and output_dir/tokenizer_config.json ({"do_lower_case": ...}).
+
+    source: "train" (WordPiece trained on `sentences()`), "google" (download `url`, verified
+    against `checksum`) or "file:<path>" (a copy). The folder is built beside output_dir and
+    renamed into place."""
+    output_dir = Path(output_dir)
+    building = output_dir.with_name(output_dir.name + ".tmp")
+    shutil.rmtree(building, ignore_errors=True)
+    building.mkdir(parents=True)
+    vocab_file = building / "vocab.txt"
+    try:
+        if source == "train":
+            if sentences is None:
+                raise ValueError("vocab source `train` needs sentences")
+            save_vocab(train_wordpiece(sentences, vocab_size, min_frequency, lower_case), vocab_file)
+        elif source == "google":
+            from bert.corpus.download import download  # lazily: only this source needs the network
+
+            download(url, vocab_file, checksum)
+        elif source.startswith("file:"):
+            given = Path(source[len("file:") :])
+            if not given.is_file():
+                raise UserError(f"{given}: vocabulary file not found (vocab.source: {source})")
+            shutil.copyfile(given, vocab_file)
+        else:
+            raise UserError(f"vocab.source is {source!r}; allowed: train, google, file:<path>")
+        load_tokenizer(vocab_file, lower_case)  # fails with a clear message if it is not a BERT vocab
+        (building / "tokenizer_config.json").write_text(json.dumps({"do_lower_case": lower_case}) + "\n")
+        if output_dir.exists():
+            shutil.rmtree(output_dir)
+        building.rename(output_dir)
+    except BaseException:
+        shutil.rmtree(building, ignore_errors=True)
+        raise
+    return output_dir / "vocab.txt"

@@ -249,7 +249,9 @@ def _build(kind, value, name: str):
     if kind in (int, float):
         number = _number(value)
         if number is None or (kind is int and number != int(number)):
-            raise UserError(f"params.yaml: `{label}` must be {'an integer' if kind is int else 'a number'}, not {value!r}")
+            raise UserError(
+                f"params.yaml: `{label}` must be {'an integer' if kind is int else 'a number'}, not {value!r}"
+            )
         return kind(number)
     if kind is str:
         if not isinstance(value, str | int | float):
@@ -335,8 +337,14 @@ def _check(params: Params) -> None:
     require(params.pretrain.keep_last >= 1, "`pretrain.keep_last` must be >= 1")
     require(params.distributed.nproc_per_node >= 1, "`distributed.nproc_per_node` must be >= 1")
     require(params.distributed.nnodes >= 1, "`distributed.nnodes` must be >= 1")
-    require(params.squad.version in params.squad.sources, f"`squad.sources` has no entry for `{params.squad.version}`")
-    require(params.squad.doc_stride < params.squad.max_seq_length, "`squad.doc_stride` must be < `squad.max_seq_length`")
+    require(
+        params.squad.version in params.squad.sources,
+        f"`squad.sources` has no entry for `{params.squad.version}`",
+    )
+    require(
+        params.squad.doc_stride < params.squad.max_seq_length,
+        "`squad.doc_stride` must be < `squad.max_seq_length`",
+    )
     require(
         params.squad.max_query_length < params.squad.max_seq_length - 3,
         "`squad.max_query_length` must leave room for the context in `squad.max_seq_length`",

@@ -1,0 +1,255 @@
+"""Mixing several corpora into one set of pretraining shards.
+
+- intra: the corpora are merged at document level before instances are made, so an instance's
+  random next segment may come from another corpus. Output shard k gets its documents from a few
+  input shards of every corpus (never from all of them, so each input is read about once).
+- inter: instances are made per corpus (one task per input shard), then shuffled together into
+  the output shards: output shard k takes a seeded random contiguous slice of every per-corpus
+  file and shuffles those rows. Both segments of an instance come from the same corpus.
+
+`weights` up- or down-sample a corpus by document: weight w keeps each document floor(w) times
+plus once more with probability w - floor(w), decided per document from the seed.
+
+Every task is seeded from the run's seed and its own index, so outputs are byte-identical
+whatever the number of worker processes.
+"""
+
+import json
+import shutil
+from dataclasses import asdict
+from pathlib import Path
+
+import h5py
+import numpy as np
+
+from bert.errors import UserError
+from bert.pretraining_data import (
+    ExampleConfig,
+    ShardStats,
+    copy_instances,
+    iter_documents,
+    run_tasks,
+    vocab_sha256,
+    write_instances,
+)
+
+
+def train_shards(shards_root: str | Path, corpora: list[str]) -> dict[str, list[Path]]:
+    """data/shards/<corpus>/train_*.parquet for every corpus, sorted; only train shards feed pretraining."""
+    found = {}
+    for corpus in corpora:
+        files = sorted(Path(shards_root, corpus).glob("train_*.parquet"))
+        if not files:
+            raise UserError(
+                f"{Path(shards_root, corpus)}: no train_*.parquet shards; run the `shard` stage first"
+            )
+        found[corpus] = files
+    return found
+
+
+def _identity(corpus_index: int, file_index: int, row: int) -> int:
+    return ((corpus_index << 20 | file_index) << 36) | row
+
+
+def weighted_batches(
+    path, corpus_index: int, file_index: int, weight: float, seed: int, rows=None, counts=None
+):
+    """(documents, identities) batches of one sentence shard, each document repeated by `weight`;
+    `rows` = (stride, offset) keeps only rows with row % stride == offset. Copies are decided per
+    document from (seed, corpus, file), the same whichever output shard reads the row."""
+    rng = np.random.default_rng([seed, corpus_index, file_index, 7])
+    whole, fraction = int(weight), weight - int(weight)
+    first_row = 0
+    for documents in iter_documents(path):
+        row_numbers = np.arange(first_row, first_row + len(documents))
+        copies = whole + (rng.random(len(documents)) < fraction)
+        first_row += len(documents)
+        if rows is not None:
+            stride, offset = rows
+            copies = np.where(row_numbers % stride == offset, copies, 0)
+        kept = [
+            (document, _identity(corpus_index, file_index, int(row)))
+            for document, row, count in zip(documents, row_numbers, copies)
+            for _ in range(count)
+        ]
+        if counts is not None:
+            counts[corpus_index] = counts.get(corpus_index, 0) + len(kept)
+        if kept:
+            yield [document for document, _ in kept], [identity for _, identity in kept]
+
+
+def intra_plan(num_files: int, num_parts: int, part: int) -> list[tuple[int, int, int]]:
+    """Which (file index, row stride, row offset) of a corpus's shards output shard `part` reads.
+    With at least as many files as parts, whole files go round-robin; otherwise the parts that
+    share a file split its rows."""
+    if num_files >= num_parts:
+        return [(file, 1, 0) for file in range(part, num_files, num_parts)]
+    file = part % num_files
+    sharing = len(range(file, num_parts, num_files))
+    return [(file, sharing, part // num_files)]
+
+
+def _intra_task(part, num_parts, shards, weights, output, vocab, lower_case, config, seed):
+    counts: dict[int, int] = {}
+
+    def batches():
+        for corpus_index, (corpus, files) in enumerate(shards.items()):
+            for file_index, stride, offset in intra_plan(len(files), num_parts, part):
+                yield from weighted_batches(
+                    files[file_index],
+                    corpus_index,
+                    file_index,
+                    weights.get(corpus, 1.0),
+                    seed,
+                    (stride, offset),
+                    counts,
+                )
+
+    stats = write_instances(batches(), output, vocab, lower_case, config, (seed, part))
+    names = list(shards)
+    stats.per_input = {names[index]: count for index, count in sorted(counts.items())}
+    return stats
+
+
+def _corpus_task(corpus_index, file_index, path, weight, output, vocab, lower_case, config, seed):
+    batches = weighted_batches(path, corpus_index, file_index, weight, seed)
+    return write_instances(batches, output, vocab, lower_case, config, (seed, corpus_index, file_index))
+
+
+def _mix_task(part, sources, output, seed):
+    return copy_instances(sources, output, permutation_seed=[seed, part, 11])
+
+
+def inter_slices(num_rows: int, num_parts: int, part: int, rotation: int) -> list[tuple[int, int]]:
+    """Row ranges of a file of num_rows that output shard `part` takes: the part-th of num_parts
+    equal slices of the rows rotated by `rotation` (at most two contiguous ranges)."""
+    begin = part * num_rows // num_parts + rotation
+    end = (part + 1) * num_rows // num_parts + rotation
+    ranges = [(begin, min(end, num_rows)), (max(begin, num_rows) - num_rows, end - num_rows)]
+    return [(start, stop) for start, stop in ranges if stop > start]
+
+
+def create_examples(
+    shards: dict[str, list[Path]],
+    output_dir: str | Path,
+    vocab: str | Path,
+    lower_case: bool,
+    config: ExampleConfig,
+    mode: str,
+    weights: dict[str, float],
+    num_output_shards: int,
+    seed: int,
+    num_workers: int,
+) -> dict:
+    """Write output_dir/part_NNNNN.hdf5 (num_output_shards of them) and output_dir/manifest.json.
+    Written into a temporary folder beside output_dir and renamed into place at the end."""
+    output_dir = Path(output_dir)
+    building = output_dir.with_name(output_dir.name + ".tmp")
+    shutil.rmtree(building, ignore_errors=True)
+    building.mkdir(parents=True)
+    parts = [building / f"part_{index:05d}.hdf5" for index in range(num_output_shards)]
+    vocab = str(vocab)
+    try:
+        corpus_stats: dict[str, dict] = {name: {"documents": 0, "instances": 0} for name in shards}
+        total = ShardStats()
+        if mode == "intra":
+            tasks = [
+                (k, num_output_shards, shards, weights, str(parts[k]), vocab, lower_case, config, seed)
+                for k in range(num_output_shards)
+            ]
+            for stats in run_tasks(_intra_task, tasks, num_workers, "examples (intra)"):
+                total.add(stats)
+                for corpus, documents in stats.per_input.items():
+                    corpus_stats[corpus]["documents"] += documents
+            for entry in corpus_stats.values():
+                entry.pop("instances")  # an intra instance may mix corpora
+        elif mode == "inter":
+            scratch = building / "per_corpus"
+            scratch.mkdir()
+            tasks, names = [], []
+            for corpus_index, (corpus, files) in enumerate(shards.items()):
+                for file_index, path in enumerate(files):
+                    per_corpus = scratch / f"{corpus}_{file_index:05d}.hdf5"
+                    tasks.append(
+                        (
+                            corpus_index,
+                            file_index,
+                            str(path),
+                            weights.get(corpus, 1.0),
+                            str(per_corpus),
+                            vocab,
+                            lower_case,
+                            config,
+                            seed,
+                        )
+                    )
+                    names.append(corpus)
+            files_made = []
+            for task, corpus, stats in zip(
+                tasks, names, run_tasks(_corpus_task, tasks, num_workers, "examples (per corpus)")
+            ):
+                total.add(stats)
+                corpus_stats[corpus]["documents"] += stats.documents
+                corpus_stats[corpus]["instances"] += stats.instances
+                files_made.append((task[4], stats.instances))
+            rotations = [
+                int(np.random.default_rng([seed, index, 13]).integers(0, max(rows, 1)))
+                for index, (_, rows) in enumerate(files_made)
+            ]
+            mix_tasks = []
+            for part in range(num_output_shards):
+                sources = [
+                    (path, start, stop)
+                    for (path, rows), rotation in zip(files_made, rotations)
+                    for start, stop in inter_slices(rows, num_output_shards, part, rotation)
+                ]
+                mix_tasks.append((part, sources, str(parts[part]), seed))
+            # an output shard with no rows at all (tiny inputs) still gets an empty, valid file
+            for _, sources, path, _ in mix_tasks:
+                if not sources:
+                    copy_instances([(files_made[0][0], 0, 0)], path)
+            run_tasks(_mix_task, [task for task in mix_tasks if task[1]], num_workers, "mixing (inter)")
+            shutil.rmtree(scratch)
+        else:
+            raise UserError(f"mixing mode {mode!r}: allowed: intra, inter")
+        if total.instances == 0:
+            raise UserError("no pretraining instances: the train shards hold no documents with text")
+        shard_entries = []
+        for path in parts:
+            with h5py.File(path, "r") as file:
+                shard_entries.append(
+                    {
+                        "file": path.name,
+                        "instances": len(file["input_ids"]),
+                        "tokens": int(file["input_mask"][:].sum(dtype=np.int64)),
+                    }
+                )
+        manifest = {
+            "instances": total.instances,
+            "tokens": total.tokens,
+            "documents": total.documents,
+            "sentences": total.sentences,
+            "text_bytes": total.text_bytes,
+            "random_next_fraction": round(total.random_next / total.instances, 4),
+            "vocab_sha256": vocab_sha256(vocab),
+            "params": {
+                **asdict(config),
+                "lower_case": lower_case,
+                "mode": mode,
+                "weights": weights,
+                "num_output_shards": num_output_shards,
+                "seed": seed,
+            },
+            "corpora": corpus_stats,
+            "shards": shard_entries,
+        }
+        with open(building / "manifest.json", "w", encoding="utf-8") as file:
+            json.dump(manifest, file, indent=2, sort_keys=True)
+            file.write("\n")
+        if output_dir.exists():
+            shutil.rmtree(output_dir)
+        building.rename(output_dir)
+        return manifest
+    except BaseException:
+        shutil.rmtree(building, ignore_errors=True)
+        raise

@@ -1,0 +1,106 @@
+"""Masked-LM masking (Google's / NVIDIA's `create_masked_lm_predictions`), vectorised over a batch.
+
+Per sequence: pick num_to_predict = min(max_predictions, max(1, round(length * masked_lm_prob)))
+positions (length counts [CLS] and [SEP], as Google does) uniformly among the maskable ones; with
+whole-word masking pick whole words in random order, skipping a word that would overshoot, as
+Google does. Each picked position becomes [MASK] 80% of the time, a random token of the whole
+vocabulary 10%, and stays itself 10%. The same function serves static masking (example creation)
+and dynamic masking (the pretraining data loader, each epoch).
+"""
+
+import numpy as np
+
+
+def mask_batch(
+    input_ids: np.ndarray,
+    candidate: np.ndarray,
+    word_start: np.ndarray | None,
+    masked_lm_prob: float,
+    max_predictions: int,
+    vocab_size: int,
+    mask_id: int,
+    rng: np.random.Generator,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Mask a batch of sequences.
+
+    input_ids [N, S] int: token ids, padded. candidate [N, S] bool: maskable positions (real tokens
+    that are not [CLS]/[SEP]/[PAD]). word_start [N, S] bool or None: for whole-word masking, True at
+    the first piece of each word; a False candidate joins the word of the candidate before it.
+    Returns (masked_input_ids [N, S], masked_lm_positions [N, P] int32, masked_lm_ids [N, P] int32)
+    with P = max_predictions, positions ascending, unused slots 0.
+    """
+    input_ids = np.asarray(input_ids)
+    candidate = np.asarray(candidate, dtype=bool)
+    num_rows, seq_len = input_ids.shape
+    # Google counts every token of the pair, [CLS] and both [SEP] included: candidates + 3.
+    lengths = candidate.sum(axis=1) + 3
+    num_to_predict = np.minimum(max_predictions, np.maximum(1, np.round(lengths * masked_lm_prob)))
+    num_to_predict = np.minimum(num_to_predict, candidate.sum(axis=1)).astype(np.int64)
+
+    if word_start is None:
+        chosen = _choose_tokens(candidate, num_to_predict, max_predictions, rng)
+    else:
+        chosen = _choose_words(candidate, np.asarray(word_start, dtype=bool), num_to_predict, rng)
+
+    rows, cols = np.nonzero(chosen)  # row-major: positions come out ascending within a row
+    original = input_ids[rows, cols]
+    action = rng.random(rows.size)
+    replacement = np.where(action < 0.8, mask_id, original)
+    random_token = action >= 0.9
+    replacement[random_token] = rng.integers(0, vocab_size, size=int(random_token.sum()))
+    masked = input_ids.copy()
+    masked[rows, cols] = replacement
+
+    counts = chosen.sum(axis=1)
+    first = np.zeros(num_rows, dtype=np.int64)
+    first[1:] = np.cumsum(counts)[:-1]
+    slot = np.arange(rows.size) - first[rows]
+    positions = np.zeros((num_rows, max_predictions), dtype=np.int32)
+    labels = np.zeros((num_rows, max_predictions), dtype=np.int32)
+    positions[rows, slot] = cols
+    labels[rows, slot] = original
+    return masked, positions, labels
+
+
+def _choose_tokens(candidate, num_to_predict, max_predictions, rng) -> np.ndarray:
+    """A uniform random subset of num_to_predict candidates per row: the smallest random keys."""
+    keys = rng.random(candidate.shape)
+    keys[~candidate] = 2.0
+    kth = min(max_predictions, candidate.shape[1]) - 1
+    smallest = np.sort(np.partition(keys, kth, axis=1)[:, : kth + 1], axis=1)
+    threshold = np.take_along_axis(smallest, np.maximum(num_to_predict - 1, 0)[:, None], axis=1)
+    return (keys <= threshold) & candidate & (num_to_predict[:, None] > 0)
+
+
+def _choose_words(candidate, word_start, num_to_predict, rng) -> np.ndarray:
+    """Whole words in random order, each taken if it still fits in num_to_predict (Google's rule)."""
+    num_rows, seq_len = candidate.shape
+    previous_candidate = np.zeros_like(candidate)
+    previous_candidate[:, 1:] = candidate[:, :-1]
+    starts = candidate & (word_start | ~previous_candidate)
+    # word number of every position (-1 outside candidates); words are runs that begin at a start
+    word_of = np.cumsum(starts, axis=1) - 1
+    word_of[~candidate] = -1
+    num_words = starts.sum(axis=1)
+    max_words = int(num_words.max(initial=0))
+    column = np.where(word_of < 0, max_words, word_of)  # column max_words collects non-candidates
+    flat = (np.arange(num_rows)[:, None] * (max_words + 1) + column).ravel()
+    sizes = np.bincount(flat, minlength=num_rows * (max_words + 1)).reshape(num_rows, max_words + 1)
+    sizes = sizes[:, :max_words]
+    keys = rng.random((num_rows, max_words))
+    keys[np.arange(max_words)[None, :] >= num_words[:, None]] = 2.0
+    order = np.argsort(keys, axis=1, kind="stable")
+    taken_words = np.zeros((num_rows, max_words), dtype=bool)
+    count = np.zeros(num_rows, dtype=np.int64)
+    all_rows = np.arange(num_rows)
+    for step in range(max_words):
+        active = (count < num_to_predict) & (step < num_words)
+        if not active.any():
+            break
+        word = order[:, step]
+        size = sizes[all_rows, word]
+        fits = active & (count + size <= num_to_predict)
+        taken_words[all_rows[fits], word[fits]] = True
+        count += np.where(fits, size, 0)
+    padded = np.concatenate([taken_words, np.zeros((num_rows, 1), dtype=bool)], axis=1)
+    return np.take_along_axis(padded, column, axis=1)

@@ -1,0 +1,56 @@
+"""Stage `examples@<phase>`: data/examples/<phase>/part_NNNNN.hdf5 + manifest.json from the train
+sentence shards of every corpus, mixed as params.mixing says."""
+
+import argparse
+import logging
+
+from bert.corpus.mixing import create_examples, train_shards
+from bert.pretraining_data import ExampleConfig
+from stages import run_stage
+from stages.params import load_params
+
+SHARDS = "data/shards"
+VOCAB = "data/vocab/vocab.txt"
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(prog="python -m stages.examples")
+    parser.add_argument("phase", choices=["phase1", "phase2"])
+    phase = parser.parse_args().phase
+    params = load_params()
+    examples = params.examples
+    spec = getattr(examples, phase)
+    config = ExampleConfig(
+        max_seq_length=spec.max_seq_length,
+        max_predictions_per_seq=spec.max_predictions_per_seq,
+        masked_lm_prob=examples.masked_lm_prob,
+        short_seq_prob=examples.short_seq_prob,
+        dupe_factor=examples.dupe_factor,
+        whole_word_mask=examples.whole_word_mask,
+        dynamic_masking=examples.masking == "dynamic",
+    )
+    manifest = create_examples(
+        train_shards(SHARDS, list(params.corpora)),
+        f"data/examples/{phase}",
+        VOCAB,
+        params.vocab.lower_case,
+        config,
+        params.mixing.mode,
+        params.mixing.weights,
+        params.mixing.num_output_shards,
+        params.seed,
+        params.workers,
+    )
+    logging.getLogger("examples").info(
+        "data/examples/%s: %d instances in %d shards, %d tokens, %.1f%% random next (%s mixing)",
+        phase,
+        manifest["instances"],
+        len(manifest["shards"]),
+        manifest["tokens"],
+        100 * manifest["random_next_fraction"],
+        params.mixing.mode,
+    )
+
+
+if __name__ == "__main__":
+    run_stage(main)

@@ -1,0 +1,154 @@
+import bz2
+import html
+import json
+import re
+import sys
+import types
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from bert.errors import UserError
+from bert.tokenization import (
+    SPECIAL_TOKENS,
+    SentenceEncoder,
+    continuation_table,
+    load_tokenizer,
+    prepare_vocab,
+    save_vocab,
+    train_wordpiece,
+)
+
+SYNTHETIC = [
+    "Héllo Wörld! Ça va? Naïve façade, coöperate, Ångström, Øresund.",
+    "東京は日本の首都です。北京 and 서울 are capitals too.",
+    "Punctuation: (a), [b], {c}; \"quoted\" 'single' — dashes – and… ellipses?!",
+    "Control\x00chars\x07in\x1bthe\u200bmiddle\ufffdof\x7fwords and tabs\tand\nnewlines\r.",
+    "Odd whitespace:\xa0no-break\u3000ideographic\u2028line\x0bvertical\x0cfeed\x1cfs\x85nel.",
+    "A very long word: " + "supercalifragilisticexpialidocious" * 4 + " and " + "x" * 150 + ".",
+    "UPPER lower MiXeD CASE with numbers 3.14159 and 1,000,000 and e-mail a.b@c.org",
+    "Combining accents: e\u0301 a\u0300 o\u0308, and a lone \u0301 mark, plus ﬁ ligature.",
+    "Emoji 😀 and symbols © ® ™ € £ ¥ ∑ √ ∞ and math x² + y² = z².",
+    "",
+    "   ",
+    "Ελληνικά ΣΊΣΥΦΟΥ σίσυφος and Кириллица Москва.",
+]
+# Known, documented divergence left out above: an upper-case word-final sigma ("ΣΊΣΥΦΟΣ") lower-cases
+# to ς in Python's str.lower() (the slow tokenizer) but to σ in tokenizers (Rust, char by char).
+
+
+def wikipedia_sentences(path: Path, limit: int = 3000) -> list[str]:
+    """Plain-ish sentences from the real Wikipedia sample, with a crude markup-stripping regex."""
+    with bz2.open(path, "rt", encoding="utf-8") as file:
+        xml = file.read()
+    sentences = []
+    for text in re.findall(r"<text[^>]*>(.*?)</text>", xml, flags=re.S):
+        text = html.unescape(text)
+        for _ in range(3):
+            text = re.sub(r"\{\{[^{}]*\}\}", " ", text)
+        text = re.sub(r"<ref[^>]*/>|<ref.*?</ref>|<[^>]+>", " ", text, flags=re.S)
+        text = re.sub(r"\[\[(?:[^|\]]*\|)?([^\]]*)\]\]", r"\1", text)
+        for paragraph in text.split("\n"):
+            sentences += [s for s in re.split(r"(?<=[.!?])\s+", paragraph.strip()) if s]
+    return sentences[:limit]
+
+
+@pytest.fixture(scope="module")
+def sentences(shared_data) -> list[str]:
+    real = wikipedia_sentences(shared_data / "enwiki-sample-70pages.xml.bz2")
+    assert len(real) >= 2000
+    return real + SYNTHETIC
+
+
+@pytest.mark.parametrize("lower_case", [True, False])
+def test_ids_equal_transformers_python_bert_tokenizer(sentences, uncased_vocab, lower_case):
+    from transformers.models.bert import BertTokenizerLegacy  # the pure-Python BertTokenizer
+
+    reference = BertTokenizerLegacy(vocab_file=str(uncased_vocab), do_lower_case=lower_case)
+    tokenizer = load_tokenizer(uncased_vocab, lower_case)
+    ours = [encoding.ids for encoding in tokenizer.encode_batch(sentences, add_special_tokens=False)]
+    expected = [reference.encode(sentence, add_special_tokens=False) for sentence in sentences]
+    mismatches = [(s, a, b) for s, a, b in zip(sentences, ours, expected) if a != b]
+    assert not mismatches, mismatches[:3]
+    # the word-cached encoder gives the same ids, sentence by sentence
+    ids, lengths = SentenceEncoder(tokenizer).encode(sentences)
+    assert lengths.tolist() == [len(e) for e in expected]
+    assert ids.tolist() == [token for e in expected for token in e]
+    # the pair template is BERT's
+    pair = tokenizer.encode("first part", "second part")
+    assert pair.tokens[0] == "[CLS]" and pair.tokens.count("[SEP]") == 2 and pair.type_ids[-1] == 1
+
+
+def test_sentence_encoder_cache_survives_clearing(uncased_vocab):
+    tokenizer = load_tokenizer(uncased_vocab)
+    encoder = SentenceEncoder(tokenizer, max_cached_chunks=3)
+    batch = ["the cat sat on the mat", "a dog, a frog.", ""]
+    for _ in range(3):
+        ids, lengths = encoder.encode(batch)
+        expected = [tokenizer.encode(s, add_special_tokens=False).ids for s in batch]
+        assert ids.tolist() == sum(expected, []) and lengths.tolist() == [len(e) for e in expected]
+
+
+def training_text(count=400):
+    rng = np.random.default_rng(0)
+    words = ["running", "jumped", "Über", "naïve", "tokenisation", "data", "pipeline", "東京", "the", "of"]
+    return [" ".join(rng.choice(words, size=8)) + "." for _ in range(count)]
+
+
+def test_train_wordpiece_special_tokens_prefix_and_determinism(tmp_path):
+    # several runs: tokenizers' trainer alone gives a different vocabulary on some runs
+    for name in "abcd":
+        save_vocab(
+            train_wordpiece(training_text, vocab_size=120, min_frequency=2, lower_case=True), tmp_path / name
+        )
+    assert len({(tmp_path / name).read_bytes() for name in "abcd"}) == 1
+    (tmp_path / "a.txt").write_bytes((tmp_path / "a").read_bytes())
+    lines = (tmp_path / "a.txt").read_text(encoding="utf-8").splitlines()
+    assert lines[:5] == list(SPECIAL_TOKENS)
+    assert len(lines) <= 120 and any(line.startswith("##") for line in lines)
+    assert "über" not in lines and "uber" in "".join(lines)  # lower-cased and accents stripped
+    tokenizer = load_tokenizer(tmp_path / "a.txt", lower_case=True)
+    assert tokenizer.token_to_id("[MASK]") == 4
+    table = continuation_table(tokenizer)
+    assert table.sum() == sum(line.startswith("##") for line in lines)
+
+
+def test_prepare_vocab_train_and_file(tmp_path):
+    trained = prepare_vocab("train", tmp_path / "vocab", True, sentences=training_text, vocab_size=100)
+    assert json.loads((tmp_path / "vocab" / "tokenizer_config.json").read_text()) == {"do_lower_case": True}
+    copied = prepare_vocab(f"file:{trained}", tmp_path / "copy", False)
+    assert copied.read_bytes() == trained.read_bytes()
+    assert json.loads((tmp_path / "copy" / "tokenizer_config.json").read_text()) == {"do_lower_case": False}
+    assert not (tmp_path / "copy.tmp").exists()
+
+
+def test_prepare_vocab_rejects_bad_files(tmp_path):
+    with pytest.raises(UserError, match="not found"):
+        prepare_vocab(f"file:{tmp_path / 'missing.txt'}", tmp_path / "out", True)
+    (tmp_path / "bad.txt").write_text("hello\nworld\n")
+    with pytest.raises(UserError, match="special tokens"):
+        prepare_vocab(f"file:{tmp_path / 'bad.txt'}", tmp_path / "out", True)
+    assert not (tmp_path / "out").exists() and not (tmp_path / "out.tmp").exists()
+
+
+def test_prepare_vocab_google_goes_through_download(tmp_path, uncased_vocab, monkeypatch):
+    """The google source hands url, destination and checksum to bert.corpus.download.download."""
+    calls = []
+
+    def download(source, dest_path, checksum):
+        calls.append((source, checksum))
+        Path(dest_path).write_bytes(Path(source).read_bytes())
+
+    monkeypatch.setitem(sys.modules, "bert.corpus.download", types.SimpleNamespace(download=download))
+    path = prepare_vocab("google", tmp_path / "vocab", True, url=str(uncased_vocab), checksum="sha256:x")
+    assert calls == [(str(uncased_vocab), "sha256:x")]
+    tokenizer = load_tokenizer(path)
+    assert [tokenizer.token_to_id(t) for t in SPECIAL_TOKENS] == [0, 100, 101, 102, 103]
+
+
+def test_prepare_vocab_google_with_real_downloader(tmp_path, uncased_vocab):
+    download = pytest.importorskip("bert.corpus.download", reason="bert.corpus.download is on another branch")
+    assert hasattr(download, "download")
+    path = prepare_vocab("google", tmp_path / "vocab", True, url=str(uncased_vocab))
+    assert path.read_bytes() == uncased_vocab.read_bytes()
