@@ -269,7 +269,8 @@ def train(
     final figures (also written to config.metrics_file). `batches` yields dicts of tensors (one
     rank's micro-batches); it is iterated again for each epoch, told the epoch through
     `set_epoch(epoch)` and a resume position through `skip_samples(n)` when it has them. Resumes
-    from the newest checkpoint in config.checkpoint_dir when config.resume."""
+    from the newest checkpoint in config.checkpoint_dir when config.resume. For a bit-exact
+    resume, `batches` must not draw from torch's global RNG (give a DataLoader a `generator`)."""
     if config.precision not in PRECISIONS:
         raise ValueError(f"precision {config.precision!r}: allowed {', '.join(PRECISIONS)}")
     rank, world_size = _world()
@@ -328,9 +329,7 @@ def train(
         for micro in range(config.grad_accum_steps):
             batch = _to_device(next(data), device)
             last = micro == config.grad_accum_steps - 1
-            sync = (
-                contextlib.nullcontext() if last or world_size == 1 else forward_model_no_sync(forward_model)
-            )
+            sync = contextlib.nullcontext() if last or world_size == 1 else _no_sync(forward_model)
             with sync:
                 with torch.autocast(device.type, dtype=amp_dtype, enabled=amp_dtype is not None):
                     loss, stats = loss_fn(forward_model, batch)
@@ -376,7 +375,7 @@ def train(
         if nonfinite_in_row >= config.max_nonfinite_steps:
             newest = list_checkpoints(config.checkpoint_dir)[-1:] if config.checkpoint_dir else []
             raise UserError(
-                f"the loss was not finite for {nonfinite_in_row} steps in a row (up to step {step}); stopped. "
+                f"the loss or its gradients were not finite for {nonfinite_in_row} steps in a row (up to step {step}); stopped. "
                 f"Last good checkpoint: {newest[0] if newest else 'none'}. Lower the learning rate, "
                 "use bf16 instead of fp16, or raise max_nonfinite_steps"
             )
@@ -422,7 +421,7 @@ def train(
     return summary
 
 
-def forward_model_no_sync(forward_model: nn.Module):
+def _no_sync(forward_model: nn.Module):
     """DDP's no_sync, also through a torch.compile wrapper."""
     return getattr(forward_model, "_orig_mod", forward_model).no_sync()
 

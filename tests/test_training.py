@@ -96,7 +96,7 @@ def test_learns_on_repeated_batches(tmp_path):
     """The loop really optimises: MLM+NSP loss on a small repeated dataset falls clearly."""
     shards = [write_shard(tmp_path / "one.hdf5", 16, 16, 3, seed=1)]
     model = tiny_model(seed=0, dropout=0.0)
-    optimizer = build_optimizer(model, "lamb", 5e-2, 0.01)
+    optimizer = build_optimizer(model, "lamb", 1e-1, 0.01)
     scheduler = warmup_poly_schedule(optimizer, 5, 80)
     data = PretrainingData(shards, batch_size=16, seed=0)
     summary = train(
@@ -107,7 +107,7 @@ def test_learns_on_repeated_batches(tmp_path):
         scheduler,
         TrainConfig(max_steps=80, log_every=10, progress=False),
     )
-    assert summary["loss"] < 0.3 * summary["first_loss"] and summary["mlm_accuracy"] > 0.8
+    assert summary["loss"] < 0.2 * summary["first_loss"] and summary["mlm_accuracy"] > 0.9
 
 
 class Regression(nn.Module):
@@ -191,7 +191,7 @@ def test_nonfinite_loss_stops_with_clear_error_and_keeps_checkpoint(tmp_path):
     config = TrainConfig(
         max_steps=20, save_every=2, max_nonfinite_steps=3, checkpoint_dir=tmp_path, progress=False
     )
-    with pytest.raises(UserError, match=r"not finite for 3 steps in a row .*step-00000004\.pt"):
+    with pytest.raises(UserError, match=r"were not finite for 3 steps in a row .*step-00000004\.pt"):
         train(model, batches, exploding, optimizer, scheduler, config)
     assert [p.name for p in list_checkpoints(tmp_path)] == ["step-00000002.pt", "step-00000004.pt"]
     assert all(torch.isfinite(p).all() for p in model.parameters())  # skipped updates left it intact
