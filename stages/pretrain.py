@@ -1,0 +1,197 @@
+"""Stage pretrain_phase1 | pretrain_phase2: BERT pretraining (MLM + NSP) on the HDF5 examples.
+
+    python -m stages.pretrain phase1|phase2
+
+data/examples/<phase>/*.hdf5 + data/vocab/vocab.txt -> data/models/<phase>/ (Hugging Face format),
+checkpoints in data/checkpoints/<phase>/ (resumed), dvclive/pretrain_<phase>/, metrics/pretrain_<phase>.json.
+With distributed.nproc_per_node x nnodes > 1 the stage starts itself again under torchrun.
+"""
+
+import hashlib
+import json
+import logging
+import sys
+from pathlib import Path
+
+import torch
+import torch.distributed as dist
+
+from bert.errors import UserError
+from bert.modeling import BertConfig, BertForPreTraining
+from bert.optim import build_optimizer, warmup_poly_schedule
+from bert.pretraining_loader import DynamicMasking, PretrainingData
+from bert.training import (
+    TrainConfig,
+    list_checkpoints,
+    load_checkpoint,
+    pretraining_loss,
+    relaunch_with_torchrun,
+    setup_distributed,
+    train,
+    under_torchrun,
+)
+from stages import run_stage
+from stages.params import load_params
+
+log = logging.getLogger("pretrain")
+PHASES = ("phase1", "phase2")
+POLY_POWER = 0.5  # NVIDIA's BERT phases decay the LR as (1 - progress) ** 0.5
+
+
+def main() -> None:
+    if len(sys.argv) != 2 or sys.argv[1] not in PHASES:
+        raise UserError("usage: python -m stages.pretrain phase1|phase2")
+    phase = sys.argv[1]
+    params = load_params()
+    world = params.distributed.nproc_per_node * params.distributed.nnodes
+    if world > 1 and not under_torchrun():
+        d = params.distributed
+        status = relaunch_with_torchrun(
+            ["stages.pretrain", phase], d.nproc_per_node, d.nnodes, d.rdzv_endpoint
+        )
+        if status:
+            raise UserError(
+                f"pretraining {phase} failed on at least one rank (exit status {status}); see the rank's error above"
+            )
+        return
+    distributed = setup_distributed(params.distributed.backend)
+    try:
+        pretrain(params, phase, distributed)
+    finally:
+        if dist.is_initialized():
+            dist.destroy_process_group()
+
+
+def pretrain(params, phase: str, distributed) -> None:
+    spec = getattr(params.pretrain, phase)
+    examples = getattr(params.examples, phase)
+    vocab_file = Path("data/vocab/vocab.txt")
+    if not vocab_file.is_file():
+        raise UserError(f"{vocab_file}: not found; run the `vocab` stage first")
+    vocab_size = len(vocab_file.read_text(encoding="utf-8").splitlines())
+    shards = sorted(Path(f"data/examples/{phase}").glob("*.hdf5"))
+
+    torch.manual_seed(params.seed)  # the same initial weights on every rank
+    if phase == "phase1":
+        model = BertForPreTraining(BertConfig.resolve(params.model.size, vocab_size))
+    else:
+        model = BertForPreTraining.from_pretrained("data/models/phase1")
+        if model.config.vocab_size != vocab_size:
+            raise UserError(
+                f"data/models/phase1 has vocab_size {model.config.vocab_size}, {vocab_file} has {vocab_size}; re-run phase 1"
+            )
+        if model.config.max_position_embeddings < examples.max_seq_length:
+            raise UserError(
+                f"examples.phase2.max_seq_length {examples.max_seq_length} exceeds the model's "
+                f"max_position_embeddings {model.config.max_position_embeddings}"
+            )
+    model.to(distributed.device)
+
+    optimizer = build_optimizer(
+        model,
+        params.pretrain.optimizer,
+        spec.learning_rate,
+        spec.weight_decay,
+        params.pretrain.use_apex,
+        fused=True,
+    )
+    if phase == "phase2" and spec.init_optimizer_from_phase1:
+        _load_phase1_optimizer(optimizer, params.pretrain.optimizer)
+    warmup = round(spec.warmup_proportion * spec.max_steps)
+    scheduler = warmup_poly_schedule(optimizer, warmup, spec.max_steps, power=POLY_POWER)
+
+    masking = None
+    if params.examples.masking == "dynamic":
+        masking = DynamicMasking.from_vocab(
+            vocab_file,
+            params.examples.masked_lm_prob,
+            examples.max_predictions_per_seq,
+            params.examples.whole_word_mask,
+        )
+    data = PretrainingData(
+        shards,
+        batch_size=spec.batch_size,
+        seed=params.seed,
+        rank=distributed.rank,
+        world_size=distributed.world_size,
+        num_workers=params.pretrain.data_workers,
+        pin_memory=distributed.device.type == "cuda",
+        masking=masking,
+    )
+    global_batch = spec.batch_size * spec.grad_accum_steps * distributed.world_size
+    if distributed.is_main:
+        log.info(
+            "%s: %s (%.1fM parameters), %d shards / %d sequences, global batch %d = %d x %d accum x %d ranks, %d steps",
+            phase, params.model.size, model.num_parameters() / 1e6, len(shards), sum(data.sizes),
+            global_batch, spec.batch_size, spec.grad_accum_steps, distributed.world_size, spec.max_steps,
+        )  # fmt: skip
+    config = TrainConfig(
+        max_steps=spec.max_steps,
+        grad_accum_steps=spec.grad_accum_steps,
+        precision=params.pretrain.precision,
+        grad_clip=params.pretrain.grad_clip,
+        log_every=params.pretrain.log_every,
+        save_every=params.pretrain.save_every,
+        keep_last=params.pretrain.keep_last,
+        checkpoint_dir=Path(f"data/checkpoints/{phase}"),
+        resume=params.pretrain.resume,
+        max_nonfinite_steps=params.pretrain.max_nonfinite_steps,
+        compile=params.pretrain.compile,
+        seed=params.seed,
+        live_dir=Path(f"dvclive/pretrain_{phase}"),
+        metrics_file=Path(f"metrics/pretrain_{phase}.json"),
+        run_signature=_signature(params, phase, global_batch, shards),
+    )
+    train(model, data, pretraining_loss, optimizer, scheduler, config)
+    if distributed.is_main:
+        model.save_pretrained(
+            f"data/models/{phase}", vocab_file=vocab_file, lower_case=params.vocab.lower_case
+        )
+        log.info("wrote data/models/%s", phase)
+
+
+def _signature(params, phase: str, global_batch: int, shards: list[Path]) -> str:
+    """What makes a checkpoint belong to this run. Not the world size or the split of the global
+    batch into per-device batch x accumulation: resuming on other hardware is allowed."""
+    spec = getattr(params.pretrain, phase)
+    described = {
+        "phase": phase,
+        "model": params.model.size,
+        "optimizer": params.pretrain.optimizer,
+        "learning_rate": spec.learning_rate,
+        "warmup_proportion": spec.warmup_proportion,
+        "weight_decay": spec.weight_decay,
+        "max_steps": spec.max_steps,
+        "global_batch": global_batch,
+        "seed": params.seed,
+        "masking": params.examples.masking,
+        "shards": [(p.name, p.stat().st_size) for p in shards],
+    }
+    return hashlib.sha256(json.dumps(described, sort_keys=True).encode()).hexdigest()[:16]
+
+
+def _load_phase1_optimizer(optimizer: torch.optim.Optimizer, name: str) -> None:
+    """Phase 2 continues phase 1's optimizer moments (NVIDIA's --init_checkpoint with
+    --resume_from_checkpoint semantics) from the newest phase 1 checkpoint, with phase 2's LR."""
+    found = list_checkpoints("data/checkpoints/phase1")
+    if not found:
+        raise UserError(
+            "pretrain.phase2.init_optimizer_from_phase1 is on but data/checkpoints/phase1 holds no checkpoint; "
+            "re-run phase 1 or turn the option off"
+        )
+    state = load_checkpoint(found[-1])["optimizer"]
+    phase2_settings = [{k: v for k, v in group.items() if k != "params"} for group in optimizer.param_groups]
+    try:
+        optimizer.load_state_dict(state)
+    except (ValueError, KeyError) as error:
+        raise UserError(
+            f"{found[-1]}: optimizer state does not fit this model/optimizer ({name}): {error}"
+        ) from None
+    for group, settings in zip(optimizer.param_groups, phase2_settings):  # phase 2's own LR and schedule
+        group.pop("initial_lr", None)
+        group.update(settings)
+    log.info("optimizer state from %s", found[-1])
+
+
+if __name__ == "__main__":
+    run_stage(main)

@@ -1,0 +1,30 @@
+"""Run by test_distributed under torchrun: a small DDP training run in which one rank fails."""
+
+import sys
+
+import torch
+from torch import nn
+
+from bert.optim import build_optimizer, warmup_poly_schedule
+from bert.training import TrainConfig, setup_distributed, train
+
+
+def main() -> None:
+    failing_rank = int(sys.argv[1])
+    distributed = setup_distributed("gloo")
+    torch.manual_seed(0)
+    model = nn.Linear(4, 1)
+    optimizer = build_optimizer(model, "adamw", 1e-2, 0.0)
+    scheduler = warmup_poly_schedule(optimizer, 0, 50)
+    batches = [{"x": torch.randn(2, 4)} for _ in range(4)]
+
+    def loss_fn(model, batch):
+        if distributed.rank == failing_rank and scheduler.last_epoch == 3:
+            raise RuntimeError(f"rank {distributed.rank} failed on purpose at step 3")
+        return model(batch["x"]).pow(2).mean(), {}
+
+    train(model, batches, loss_fn, optimizer, scheduler, TrainConfig(max_steps=50, progress=False))
+
+
+if __name__ == "__main__":
+    main()

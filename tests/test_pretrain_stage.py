@@ -1,0 +1,57 @@
+"""The stages as DVC runs them: pretrain phase1 -> phase2 -> export_hf, in a throw-away project."""
+
+import json
+
+import pytest
+import torch
+import yaml
+
+from tests.stage_workspace import make_workspace, run_stage
+
+
+@pytest.mark.slow
+def test_phase1_phase2_export(tmp_path):
+    root = make_workspace(tmp_path)
+    params = yaml.safe_load((root / "params.yaml").read_text())
+    params["pretrain"]["phase2"]["init_optimizer_from_phase1"] = True
+    (root / "params.yaml").write_text(yaml.safe_dump(params))
+    for args in (["stages.pretrain", "phase1"], ["stages.pretrain", "phase2"], ["stages.export_hf"]):
+        result = run_stage(root, *args)
+        assert result.returncode == 0, result.stderr[-3000:]
+        assert "launching" not in result.stderr  # one process: no torchrun
+    for phase in ("phase1", "phase2"):
+        metrics = json.loads((root / f"metrics/pretrain_{phase}.json").read_text())
+        assert metrics["steps"] == 8 and metrics["skipped_steps"] == 0
+        assert {
+            "loss",
+            "mlm_loss",
+            "nsp_loss",
+            "mlm_accuracy",
+            "nsp_accuracy",
+            "first_loss",
+            "sequences_per_second",
+            "seconds",
+        } <= set(metrics)
+        assert (root / f"dvclive/pretrain_{phase}/plots/metrics/train/loss.tsv").is_file()
+        assert sorted(p.name for p in (root / f"data/models/{phase}").iterdir()) == [
+            "config.json", "model.safetensors", "tokenizer_config.json", "vocab.txt",
+        ]  # fmt: skip
+    hf = root / "data/models/hf"
+    assert json.loads((hf / "tokenizer_config.json").read_text())["do_lower_case"] is True
+    transformers = pytest.importorskip("transformers")
+    theirs = transformers.BertForPreTraining.from_pretrained(hf).eval()
+    tokenizer = transformers.BertTokenizer.from_pretrained(hf)
+    assert tokenizer.convert_tokens_to_ids(["[MASK]", "w3"]) == [4, 8]
+    with torch.no_grad():
+        out = theirs(input_ids=torch.tensor([[2, 8, 4, 3, 9, 3]]))
+    assert torch.isfinite(out.prediction_logits).all()
+
+    # a second run finds its final checkpoint and trains no further
+    result = run_stage(root, "stages.pretrain", "phase1")
+    assert result.returncode == 0 and "resumed from step 8" in result.stderr
+
+
+def test_bad_phase_is_one_clear_line(tmp_path):
+    result = run_stage(make_workspace(tmp_path), "stages.pretrain", "phase3")
+    assert result.returncode == 1
+    assert result.stderr.strip().splitlines()[-1] == "error: usage: python -m stages.pretrain phase1|phase2"
