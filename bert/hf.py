@@ -1,0 +1,204 @@
+"""Hugging Face interop: read and write BERT directories in the `transformers` format.
+
+A Hugging Face BERT directory holds `config.json` (BertConfig's fields), the weights
+(`model.safetensors`, or the older `pytorch_model.bin`, possibly sharded with an index) and,
+for a tokenizer, `vocab.txt` + `tokenizer_config.json`. Our modules are named for reading;
+`parameter_names` below is the one place that says which of our tensors is which of theirs.
+"""
+
+import json
+import logging
+import os
+import shutil
+import tempfile
+from pathlib import Path
+
+import torch
+from safetensors.torch import load_file, save_file
+
+from bert.errors import UserError
+from bert.modeling import BertConfig, BertForPreTraining, BertForQuestionAnswering, BertModel
+
+log = logging.getLogger(__name__)
+
+WEIGHT_FILES = ("model.safetensors", "pytorch_model.bin")
+INDEX_FILES = ("model.safetensors.index.json", "pytorch_model.bin.index.json")
+
+# Tensors in HF checkpoints that carry nothing of their own: a buffer of 0..511, and the MLM
+# decoder, whose weight is the word embedding matrix and whose bias is `cls.predictions.bias`.
+REDUNDANT_HF_KEYS = ("embeddings.position_ids", "cls.predictions.decoder.weight", "cls.predictions.decoder.bias")
+
+
+def _encoder_names(config: BertConfig, ours: str, theirs: str) -> list[tuple[str, tuple[str, ...]]]:
+    """(our name, HF names) pairs for BertModel's tensors, under the prefixes `ours`/`theirs`."""
+    pairs = [
+        ("embeddings.word_embeddings.weight", "embeddings.word_embeddings.weight"),
+        ("embeddings.position_embeddings.weight", "embeddings.position_embeddings.weight"),
+        ("embeddings.token_type_embeddings.weight", "embeddings.token_type_embeddings.weight"),
+        ("embeddings.layer_norm.weight", "embeddings.LayerNorm.weight"),
+        ("embeddings.layer_norm.bias", "embeddings.LayerNorm.bias"),
+    ]
+    names = [(ours + mine, (theirs + hf,)) for mine, hf in pairs]
+    for i in range(config.num_hidden_layers):
+        mine, hf = f"{ours}layers.{i}.", f"{theirs}encoder.layer.{i}."
+        for kind in ("weight", "bias"):
+            # Our fused QKV projection is HF's query, key and value stacked along the output dim.
+            qkv = tuple(f"{hf}attention.self.{part}.{kind}" for part in ("query", "key", "value"))
+            names += [
+                (f"{mine}attention.qkv.{kind}", qkv),
+                (f"{mine}attention.out.{kind}", (f"{hf}attention.output.dense.{kind}",)),
+                (f"{mine}attention_norm.{kind}", (f"{hf}attention.output.LayerNorm.{kind}",)),
+                (f"{mine}ffn_in.{kind}", (f"{hf}intermediate.dense.{kind}",)),
+                (f"{mine}ffn_out.{kind}", (f"{hf}output.dense.{kind}",)),
+                (f"{mine}ffn_norm.{kind}", (f"{hf}output.LayerNorm.{kind}",)),
+            ]
+    return names
+
+
+def _pooler_names(ours: str, theirs: str) -> list[tuple[str, tuple[str, ...]]]:
+    return [(f"{ours}pooler.{kind}", (f"{theirs}pooler.dense.{kind}",)) for kind in ("weight", "bias")]
+
+
+def parameter_names(model: BertModel | BertForPreTraining | BertForQuestionAnswering) -> list[tuple[str, tuple[str, ...]]]:
+    """For every tensor of `model`: (our state_dict key, the HF keys it is made of, in order).
+    HF's task models keep the encoder under `bert.`, as ours do; its bare BertModel has none."""
+    if isinstance(model, BertModel):
+        return _encoder_names(model.config, "", "") + _pooler_names("", "")
+    names = _encoder_names(model.config, "bert.", "bert.")
+    if isinstance(model, BertForPreTraining):
+        names += _pooler_names("bert.", "bert.")
+        for kind in ("weight", "bias"):
+            names += [
+                (f"mlm_transform.{kind}", (f"cls.predictions.transform.dense.{kind}",)),
+                (f"mlm_norm.{kind}", (f"cls.predictions.transform.LayerNorm.{kind}",)),
+                (f"nsp_classifier.{kind}", (f"cls.seq_relationship.{kind}",)),
+            ]
+        names.append(("mlm_bias", ("cls.predictions.bias",)))
+    elif isinstance(model, BertForQuestionAnswering):
+        names += [(f"qa_outputs.{kind}", (f"qa_outputs.{kind}",)) for kind in ("weight", "bias")]
+    else:
+        raise TypeError(f"no Hugging Face names for {type(model).__name__}")
+    return names
+
+
+def to_hf_state_dict(model) -> dict[str, torch.Tensor]:
+    """Our weights under HF's names: separate, contiguous tensors (safetensors refuses views
+    that share memory), the tied decoder left out as `transformers` itself saves it."""
+    ours = model.state_dict()
+    hf_state = {}
+    for mine, theirs in parameter_names(model):
+        for name, part in zip(theirs, ours[mine].detach().chunk(len(theirs), dim=0)):
+            hf_state[name] = part.clone().contiguous()
+    return hf_state
+
+
+def _normalise_hf_keys(hf_state: dict[str, torch.Tensor], with_prefix: bool) -> dict[str, torch.Tensor]:
+    """Bring the keys of any HF BERT checkpoint to the form `parameter_names` uses: LayerNorm
+    `gamma`/`beta` (checkpoints converted from TensorFlow) become `weight`/`bias`, and the
+    encoder gains or loses its `bert.` prefix to match the model being loaded."""
+    encoder_roots = ("embeddings.", "encoder.", "pooler.")
+    normalised = {}
+    for key, tensor in hf_state.items():
+        if key.endswith(".gamma"):
+            key = key[: -len("gamma")] + "weight"
+        elif key.endswith(".beta"):
+            key = key[: -len("beta")] + "bias"
+        if with_prefix and key.startswith(encoder_roots):
+            key = "bert." + key
+        elif not with_prefix and key.startswith("bert."):
+            key = key[len("bert.") :]
+        normalised[key] = tensor
+    # Old checkpoints may keep the MLM bias only as the decoder's.
+    if "cls.predictions.bias" not in normalised and "cls.predictions.decoder.bias" in normalised:
+        normalised["cls.predictions.bias"] = normalised["cls.predictions.decoder.bias"]
+    return normalised
+
+
+def _read_weight_file(path: Path) -> dict[str, torch.Tensor]:
+    try:
+        if path.suffix == ".safetensors":
+            return load_file(path)
+        return torch.load(path, map_location="cpu", weights_only=True)
+    except Exception as error:  # safetensors and pickle raise many types for a damaged file
+        raise UserError(f"{path}: cannot read the weights ({error}); is the file complete?") from None
+
+
+def read_hf_weights(directory: Path) -> dict[str, torch.Tensor]:
+    """All tensors of a HF directory: a single weight file, or the shards listed by an index."""
+    for name in WEIGHT_FILES:
+        if (directory / name).is_file():
+            return _read_weight_file(directory / name)
+    for name in INDEX_FILES:
+        if (directory / name).is_file():
+            weight_map = json.loads((directory / name).read_text())["weight_map"]
+            state = {}
+            for shard in sorted(set(weight_map.values())):
+                state.update(_read_weight_file(directory / shard))
+            return state
+    raise UserError(f"{directory}: no {' or '.join(WEIGHT_FILES)} (not a Hugging Face model directory)")
+
+
+def load_pretrained(cls, directory: str | Path, **kwargs):
+    """`cls.from_pretrained(directory)`: see BertPreTrainedModel.from_pretrained."""
+    directory = Path(directory)
+    if not directory.is_dir():
+        raise UserError(f"{directory}: model directory not found")
+    config = BertConfig.from_json_file(directory / "config.json")
+    model = cls(config, **kwargs)
+    hf_state = _normalise_hf_keys(read_hf_weights(directory), with_prefix=not isinstance(model, BertModel))
+
+    ours, missing = {}, []
+    for mine, theirs in parameter_names(model):
+        if all(name in hf_state for name in theirs):
+            ours[mine] = torch.cat([hf_state.pop(name) for name in theirs], dim=0)
+        else:
+            missing.append(mine)
+    # Without the encoder there is nothing to load; without a pooler or a head there is a
+    # model to fine-tune (e.g. SQuAD from a pretraining checkpoint), so those start fresh.
+    missing_encoder = [name for name in missing if "layers." in name or "embeddings." in name]
+    if missing_encoder:
+        raise UserError(
+            f"{directory}: the weights lack {len(missing_encoder)} encoder tensors such as {missing_encoder[0]!r}; "
+            "they do not match config.json"
+        )
+    if missing:
+        log.warning("%s: not in the checkpoint, freshly initialised: %s", directory, ", ".join(missing))
+    unexpected = sorted(key for key in hf_state if key.removeprefix("bert.") not in REDUNDANT_HF_KEYS)
+    if unexpected:
+        log.warning("%s: weights not used by %s: %s", directory, cls.__name__, ", ".join(unexpected))
+    try:
+        model.load_state_dict(ours, strict=False)
+    except RuntimeError as error:  # shape mismatch: the weights were made for another config
+        raise UserError(f"{directory}: the weights do not match config.json: {error}") from None
+    return model.eval()
+
+
+def save_pretrained(model, directory: str | Path, vocab_file: str | Path | None = None, lower_case: bool = True) -> None:
+    """`model.save_pretrained(directory)`: see BertPreTrainedModel.save_pretrained. The folder is
+    written beside its final place and renamed into it, so it is either complete or absent."""
+    directory = Path(directory)
+    directory.parent.mkdir(parents=True, exist_ok=True)
+    config = {"architectures": [type(model).__name__], "model_type": "bert", **model.config.to_dict()}
+    staging = Path(tempfile.mkdtemp(prefix=f".{directory.name}.", dir=directory.parent))
+    try:
+        (staging / "config.json").write_text(json.dumps(config, indent=2) + "\n")
+        save_file(to_hf_state_dict(model), staging / "model.safetensors", metadata={"format": "pt"})
+        if vocab_file is not None:
+            shutil.copyfile(vocab_file, staging / "vocab.txt")
+            tokenizer_config = {
+                "tokenizer_class": "BertTokenizer",
+                "do_lower_case": lower_case,
+                "model_max_length": model.config.max_position_embeddings,
+            }
+            (staging / "tokenizer_config.json").write_text(json.dumps(tokenizer_config, indent=2) + "\n")
+        os.chmod(staging, 0o755)  # mkdtemp makes it private
+        if directory.exists():
+            # A directory cannot be replaced in one rename: move the old one aside first.
+            retired = Path(tempfile.mkdtemp(prefix=f".{directory.name}.old.", dir=directory.parent))
+            os.replace(directory, retired / directory.name)
+            os.replace(staging, directory)
+            shutil.rmtree(retired)
+        else:
+            os.replace(staging, directory)
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)

@@ -1,0 +1,365 @@
+"""Google's BERT (Devlin et al., 2018) in one file, written to be read.
+
+    tokens ─► embeddings (word + token type + position, LayerNorm, dropout)
+           ─► L x encoder layer:  x = LN(x + Attention(x));  x = LN(x + W2·gelu(W1·x))   (post-LayerNorm)
+           ─► sequence_output [N, S, H]  and  pooled_output = tanh(W·h_[CLS]) [N, H]
+
+Heads: `BertForPreTraining` (masked LM with the decoder tied to the word embeddings, evaluated
+only at the masked positions, plus next-sentence prediction) and `BertForQuestionAnswering`
+(a start and an end logit per token). Parameter values, and therefore outputs, are exactly those
+of Google's BERT and of Hugging Face `transformers`; `bert/hf.py` maps the parameter names, so
+`from_pretrained` / `save_pretrained` read and write Hugging Face BERT directories.
+"""
+
+import json
+import logging
+from dataclasses import asdict, dataclass, fields
+from functools import partial
+from pathlib import Path
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from bert.errors import UserError
+
+log = logging.getLogger(__name__)
+
+ACTIVATIONS = {
+    "gelu": F.gelu,  # exact erf GELU, as in Google's BERT
+    "gelu_new": partial(F.gelu, approximate="tanh"),
+    "gelu_pytorch_tanh": partial(F.gelu, approximate="tanh"),
+    "relu": F.relu,
+}
+
+# All presets keep BERT's head size of 64.
+PRESETS = {
+    "tiny": dict(num_hidden_layers=2, hidden_size=128, num_attention_heads=2, intermediate_size=512),
+    "mini": dict(num_hidden_layers=4, hidden_size=256, num_attention_heads=4, intermediate_size=1024),
+    "base": dict(num_hidden_layers=12, hidden_size=768, num_attention_heads=12, intermediate_size=3072),
+    "large": dict(num_hidden_layers=24, hidden_size=1024, num_attention_heads=16, intermediate_size=4096),
+}
+
+
+@dataclass
+class BertConfig:
+    """BERT's hyper-parameters, under the field names of Hugging Face's `config.json`."""
+
+    vocab_size: int = 30522
+    hidden_size: int = 768
+    num_hidden_layers: int = 12
+    num_attention_heads: int = 12
+    intermediate_size: int = 3072
+    hidden_act: str = "gelu"
+    hidden_dropout_prob: float = 0.1
+    attention_probs_dropout_prob: float = 0.1
+    max_position_embeddings: int = 512
+    type_vocab_size: int = 2
+    initializer_range: float = 0.02
+    layer_norm_eps: float = 1e-12
+    pad_token_id: int = 0
+
+    def __post_init__(self):
+        if self.hidden_size % self.num_attention_heads:
+            raise UserError(
+                f"hidden_size {self.hidden_size} is not a multiple of num_attention_heads {self.num_attention_heads}"
+            )
+        if self.hidden_act not in ACTIVATIONS:
+            raise UserError(f"hidden_act {self.hidden_act!r} is not supported; use one of {sorted(ACTIVATIONS)}")
+
+    @classmethod
+    def preset(cls, name: str, vocab_size: int) -> "BertConfig":
+        if name not in PRESETS:
+            raise UserError(f"model size {name!r}: expected one of {', '.join(PRESETS)}")
+        return cls(vocab_size=vocab_size, **PRESETS[name])
+
+    @classmethod
+    def from_json_file(cls, path: str | Path) -> "BertConfig":
+        """Read a Hugging Face BERT `config.json`; keys that BERT does not use are ignored."""
+        path = Path(path)
+        try:
+            values = json.loads(path.read_text())
+        except FileNotFoundError:
+            raise UserError(f"{path}: model config not found") from None
+        except (json.JSONDecodeError, UnicodeDecodeError) as error:
+            raise UserError(f"{path}: not a JSON file ({error})") from None
+        if not isinstance(values, dict):
+            raise UserError(f"{path}: expected a JSON object of BERT hyper-parameters")
+        if values.get("model_type", "bert") != "bert":
+            raise UserError(f"{path}: model_type is {values['model_type']!r}, not 'bert'")
+        if values.get("position_embedding_type", "absolute") != "absolute":
+            raise UserError(f"{path}: only absolute position embeddings are supported (BERT's)")
+        known = {field.name for field in fields(cls)}
+        try:
+            return cls(**{key: value for key, value in values.items() if key in known})
+        except UserError as error:
+            raise UserError(f"{path}: {error}") from None
+
+    @classmethod
+    def resolve(cls, size_or_path: str | Path, vocab_size: int | None = None) -> "BertConfig":
+        """A preset name (`tiny`, `mini`, `base`, `large`) or the path of a config.json (or of the
+        folder holding one). `vocab_size`, when given, overrides the file's: the model must match
+        the vocabulary the data was tokenised with."""
+        if str(size_or_path) in PRESETS:
+            if vocab_size is None:
+                raise ValueError("a preset needs vocab_size")
+            return cls.preset(str(size_or_path), vocab_size)
+        path = Path(size_or_path)
+        if path.is_dir():
+            path = path / "config.json"
+        if not path.is_file():
+            raise UserError(
+                f"model size {str(size_or_path)!r}: expected one of {', '.join(PRESETS)}, "
+                "or the path of a Hugging Face config.json"
+            )
+        config = cls.from_json_file(path)
+        if vocab_size is not None and vocab_size != config.vocab_size:
+            log.info("%s: vocab_size %d replaced by the vocabulary's %d", path, config.vocab_size, vocab_size)
+            config.vocab_size = vocab_size
+        return config
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+def make_layer_norm(config: BertConfig, apex: bool) -> nn.Module:
+    """nn.LayerNorm, or apex's fused kernel when asked for and installed (same parameters)."""
+    if apex:
+        try:
+            from apex.normalization import FusedLayerNorm
+
+            return FusedLayerNorm(config.hidden_size, eps=config.layer_norm_eps)
+        except ImportError:
+            log.warning("apex is not installed; using torch.nn.LayerNorm")
+    return nn.LayerNorm(config.hidden_size, eps=config.layer_norm_eps)
+
+
+def init_weights(module: nn.Module, std: float) -> None:
+    """Google's initialisation: weights from a normal distribution truncated at two standard
+    deviations, zero biases; LayerNorms start as the identity (their own default)."""
+    for submodule in module.modules():
+        if isinstance(submodule, (nn.Linear, nn.Embedding)):
+            nn.init.trunc_normal_(submodule.weight, std=std, a=-2 * std, b=2 * std)
+        if isinstance(submodule, nn.Linear) and submodule.bias is not None:
+            nn.init.zeros_(submodule.bias)
+
+
+class Embeddings(nn.Module):
+    def __init__(self, config: BertConfig, apex_layer_norm: bool = False):
+        super().__init__()
+        self.word_embeddings = nn.Embedding(config.vocab_size, config.hidden_size)
+        self.position_embeddings = nn.Embedding(config.max_position_embeddings, config.hidden_size)
+        self.token_type_embeddings = nn.Embedding(config.type_vocab_size, config.hidden_size)
+        self.layer_norm = make_layer_norm(config, apex_layer_norm)
+        self.dropout = nn.Dropout(config.hidden_dropout_prob)
+
+    def forward(self, input_ids: torch.Tensor, token_type_ids: torch.Tensor) -> torch.Tensor:
+        seq_len = input_ids.shape[1]
+        if seq_len > self.position_embeddings.num_embeddings:
+            raise UserError(
+                f"sequence length {seq_len} exceeds max_position_embeddings "
+                f"{self.position_embeddings.num_embeddings} of the model config"
+            )
+        positions = torch.arange(seq_len, device=input_ids.device)
+        x = self.word_embeddings(input_ids) + self.token_type_embeddings(token_type_ids)
+        x = x + self.position_embeddings(positions)
+        return self.dropout(self.layer_norm(x))
+
+
+class SelfAttention(nn.Module):
+    def __init__(self, config: BertConfig):
+        super().__init__()
+        self.num_heads = config.num_attention_heads
+        # Query, key and value projections as one matmul; hf.py splits it into BERT's three.
+        self.qkv = nn.Linear(config.hidden_size, 3 * config.hidden_size)
+        self.out = nn.Linear(config.hidden_size, config.hidden_size)
+        self.dropout_p = config.attention_probs_dropout_prob
+
+    def forward(self, x: torch.Tensor, key_mask: torch.Tensor | None) -> torch.Tensor:
+        n, s, h = x.shape
+        # [N, S, 3H] -> three [N, heads, S, head_size]
+        q, k, v = self.qkv(x).view(n, s, 3, self.num_heads, h // self.num_heads).permute(2, 0, 3, 1, 4)
+        y = F.scaled_dot_product_attention(
+            q, k, v, attn_mask=key_mask, dropout_p=self.dropout_p if self.training else 0.0
+        )
+        return self.out(y.transpose(1, 2).reshape(n, s, h))
+
+
+class EncoderLayer(nn.Module):
+    def __init__(self, config: BertConfig, apex_layer_norm: bool = False):
+        super().__init__()
+        self.attention = SelfAttention(config)
+        self.attention_norm = make_layer_norm(config, apex_layer_norm)
+        self.ffn_in = nn.Linear(config.hidden_size, config.intermediate_size)
+        self.act = ACTIVATIONS[config.hidden_act]
+        self.ffn_out = nn.Linear(config.intermediate_size, config.hidden_size)
+        self.ffn_norm = make_layer_norm(config, apex_layer_norm)
+        self.dropout = nn.Dropout(config.hidden_dropout_prob)
+
+    def forward(self, x: torch.Tensor, key_mask: torch.Tensor | None) -> torch.Tensor:
+        x = self.attention_norm(x + self.dropout(self.attention(x, key_mask)))
+        return self.ffn_norm(x + self.dropout(self.ffn_out(self.act(self.ffn_in(x)))))
+
+
+class BertPreTrainedModel(nn.Module):
+    """What the three models share: their config, parameter count and Hugging Face I/O."""
+
+    config: BertConfig
+
+    def num_parameters(self) -> int:
+        """Number of distinct parameters (the tied MLM decoder counts once)."""
+        return sum(p.numel() for p in self.parameters())
+
+    @classmethod
+    def from_pretrained(cls, directory: str | Path, **kwargs):
+        """Load a Hugging Face BERT directory (config.json + model.safetensors or
+        pytorch_model.bin). Weights the checkpoint lacks (a pooler, a task head) keep their fresh
+        initialisation, with a warning. The model comes back in eval mode, as in `transformers`.
+        `kwargs` go to the constructor (e.g. `apex_layer_norm=True`)."""
+        from bert import hf  # hf.py imports this module
+
+        return hf.load_pretrained(cls, directory, **kwargs)
+
+    def save_pretrained(self, directory: str | Path, vocab_file: str | Path | None = None, lower_case: bool = True):
+        """Write a Hugging Face BERT directory that `transformers` loads with identical outputs:
+        config.json, model.safetensors and, given `vocab_file`, vocab.txt + tokenizer_config.json."""
+        from bert import hf
+
+        hf.save_pretrained(self, directory, vocab_file=vocab_file, lower_case=lower_case)
+
+
+class BertModel(BertPreTrainedModel):
+    def __init__(self, config: BertConfig, with_pooler: bool = True, apex_layer_norm: bool = False):
+        super().__init__()
+        self.config = config
+        self.embeddings = Embeddings(config, apex_layer_norm)
+        self.layers = nn.ModuleList(EncoderLayer(config, apex_layer_norm) for _ in range(config.num_hidden_layers))
+        # The pooler feeds NSP; question answering has no use for it (nor has HF's QA model).
+        self.pooler = nn.Linear(config.hidden_size, config.hidden_size) if with_pooler else None
+        init_weights(self, config.initializer_range)
+
+    def forward(
+        self,
+        input_ids: torch.Tensor,
+        token_type_ids: torch.Tensor | None = None,
+        attention_mask: torch.Tensor | None = None,
+    ) -> tuple[torch.Tensor, torch.Tensor | None]:
+        """input_ids, token_type_ids, attention_mask: [N, S] (mask 1 = real token, 0 = padding).
+        Returns sequence_output [N, S, H] and pooled_output [N, H] (None without a pooler)."""
+        if token_type_ids is None:
+            token_type_ids = torch.zeros_like(input_ids)
+        # Padding is hidden from every query as a key: [N, 1, 1, S], True = attend.
+        key_mask = None if attention_mask is None else attention_mask.bool()[:, None, None, :]
+        x = self.embeddings(input_ids, token_type_ids)
+        for layer in self.layers:
+            x = layer(x, key_mask)
+        pooled = torch.tanh(self.pooler(x[:, 0])) if self.pooler is not None else None
+        return x, pooled
+
+
+@dataclass
+class PreTrainingOutput:
+    loss: torch.Tensor | None  # mlm_loss + nsp_loss (those given)
+    mlm_loss: torch.Tensor | None
+    nsp_loss: torch.Tensor | None
+    mlm_logits: torch.Tensor  # [M, V], one row per valid masked slot, in row-major slot order
+    mlm_labels: torch.Tensor | None  # [M]
+    nsp_logits: torch.Tensor  # [N, 2]; class 0 = B follows A, 1 = B is random
+
+
+class BertForPreTraining(BertPreTrainedModel):
+    def __init__(self, config: BertConfig, apex_layer_norm: bool = False):
+        super().__init__()
+        self.config = config
+        self.bert = BertModel(config, with_pooler=True, apex_layer_norm=apex_layer_norm)
+        self.act = ACTIVATIONS[config.hidden_act]
+        self.mlm_transform = nn.Linear(config.hidden_size, config.hidden_size)
+        self.mlm_norm = make_layer_norm(config, apex_layer_norm)
+        # The decoder's weight is the word embedding matrix; only its bias is the head's own.
+        self.mlm_bias = nn.Parameter(torch.zeros(config.vocab_size))
+        self.nsp_classifier = nn.Linear(config.hidden_size, 2)
+        init_weights(self.mlm_transform, config.initializer_range)
+        init_weights(self.nsp_classifier, config.initializer_range)
+
+    def forward(
+        self,
+        input_ids: torch.Tensor,
+        token_type_ids: torch.Tensor,
+        attention_mask: torch.Tensor,
+        masked_lm_positions: torch.Tensor,
+        masked_lm_ids: torch.Tensor | None = None,
+        next_sentence_labels: torch.Tensor | None = None,
+    ) -> PreTrainingOutput:
+        """masked_lm_positions / masked_lm_ids: [N, P] as in the HDF5 shards; a slot is used
+        where its position is not 0 (position 0 holds [CLS], which is never masked)."""
+        sequence_output, pooled_output = self.bert(input_ids, token_type_ids, attention_mask)
+
+        # The vocabulary projection is the costliest matmul of a small BERT: run it on the
+        # ~15% masked tokens only, gathered first, not on every position.
+        n, s, h = sequence_output.shape
+        used = masked_lm_positions != 0
+        flat_positions = masked_lm_positions.long() + s * torch.arange(n, device=input_ids.device)[:, None]
+        masked_hidden = sequence_output.reshape(n * s, h).index_select(0, flat_positions[used])
+        masked_hidden = self.mlm_norm(self.act(self.mlm_transform(masked_hidden)))
+        mlm_logits = F.linear(masked_hidden, self.bert.embeddings.word_embeddings.weight, self.mlm_bias)
+        nsp_logits = self.nsp_classifier(pooled_output)
+
+        mlm_labels = mlm_loss = nsp_loss = None
+        if masked_lm_ids is not None:
+            mlm_labels = masked_lm_ids[used].long()
+            mlm_loss = F.cross_entropy(mlm_logits.float(), mlm_labels)
+        if next_sentence_labels is not None:
+            nsp_loss = F.cross_entropy(nsp_logits.float(), next_sentence_labels.long().view(-1))
+        given = [part for part in (mlm_loss, nsp_loss) if part is not None]
+        loss = sum(given) if given else None
+        return PreTrainingOutput(loss, mlm_loss, nsp_loss, mlm_logits, mlm_labels, nsp_logits)
+
+
+@dataclass
+class QuestionAnsweringOutput:
+    loss: torch.Tensor | None  # mean of the start and end cross-entropies
+    start_logits: torch.Tensor  # [N, S]
+    end_logits: torch.Tensor  # [N, S]
+
+
+class BertForQuestionAnswering(BertPreTrainedModel):
+    def __init__(self, config: BertConfig, apex_layer_norm: bool = False):
+        super().__init__()
+        self.config = config
+        self.bert = BertModel(config, with_pooler=False, apex_layer_norm=apex_layer_norm)
+        self.qa_outputs = nn.Linear(config.hidden_size, 2)  # a start and an end logit per token
+        init_weights(self.qa_outputs, config.initializer_range)
+
+    def forward(
+        self,
+        input_ids: torch.Tensor,
+        token_type_ids: torch.Tensor,
+        attention_mask: torch.Tensor,
+        start_positions: torch.Tensor | None = None,
+        end_positions: torch.Tensor | None = None,
+    ) -> QuestionAnsweringOutput:
+        sequence_output, _ = self.bert(input_ids, token_type_ids, attention_mask)
+        start_logits, end_logits = self.qa_outputs(sequence_output).unbind(-1)
+        loss = None
+        if start_positions is not None and end_positions is not None:
+            # As in transformers: a position past the end of the sequence (an answer cut off by
+            # the window) is clamped to S and ignored; a negative one is clamped to 0.
+            s = start_logits.shape[1]
+            start_loss = F.cross_entropy(start_logits.float(), start_positions.long().clamp(0, s), ignore_index=s)
+            end_loss = F.cross_entropy(end_logits.float(), end_positions.long().clamp(0, s), ignore_index=s)
+            loss = (start_loss + end_loss) / 2
+        return QuestionAnsweringOutput(loss, start_logits, end_logits)
+
+
+def training_flops_per_sequence(config: BertConfig, seq_len: int, masked_per_seq: float) -> float:
+    """Model FLOPs of one training step on one sequence, for MFU: 2 FLOPs per multiply-add, and
+    backward = 2 x forward, so 6 x (multiply-adds of the forward). Counted: per token and layer
+    the QKV, output and two feed-forward matmuls (4H² + 2HI), attention scores and the weighted
+    sum (2SH); the MLM head on the masked tokens only (H² + HV each); pooler and NSP. That is
+    about 6 x (non-embedding parameters) x tokens + 12·L·S²·H. Embedding look-ups, LayerNorm,
+    softmax, GELU and dropout are not counted."""
+    h, i, layers = config.hidden_size, config.intermediate_size, config.num_hidden_layers
+    encoder = seq_len * layers * (4 * h * h + 2 * h * i + 2 * seq_len * h)
+    mlm_head = masked_per_seq * (h * h + h * config.vocab_size)
+    pooler_nsp = h * h + 2 * h
+    return 6 * (encoder + mlm_head + pooler_nsp)

@@ -1,0 +1,139 @@
+"""Optimisers and learning-rate schedules for BERT: LAMB (NVIDIA's NVLAMB variant) and AdamW.
+
+Gradient clipping is not done here: the training loop clips the global gradient norm (over every
+parameter, after the DDP all-reduce and the fp16 unscale) just before `optimizer.step()`, for every
+optimiser alike. That is the one place clipping happens, and it gives the loop the norm to log.
+"""
+
+import logging
+import math
+
+import torch
+from torch import nn
+
+log = logging.getLogger(__name__)
+
+
+def parameter_groups(model: nn.Module, weight_decay: float) -> list[dict]:
+    """Two param groups: weights with `weight_decay`, and biases and LayerNorm parameters without
+    (as BERT does). Parameters that do not require grad are left out; tied ones appear once."""
+    no_decay_ids = set()
+    for module in model.modules():
+        if isinstance(module, nn.LayerNorm):
+            no_decay_ids.update(id(p) for p in module.parameters(recurse=False))
+    decay, no_decay = [], []
+    for name, param in model.named_parameters():  # named_parameters() yields a tied tensor once
+        if not param.requires_grad:
+            continue
+        if id(param) in no_decay_ids or name.endswith("bias") or "LayerNorm" in name:
+            no_decay.append(param)
+        else:
+            decay.append(param)
+    return [
+        {"params": decay, "weight_decay": weight_decay},
+        {"params": no_decay, "weight_decay": 0.0},
+    ]
+
+
+class Lamb(torch.optim.Optimizer):
+    """LAMB as NVIDIA trains BERT with it (NVLAMB): Adam moments with bias correction, the weight
+    decay added to the Adam update, and every tensor's step scaled by its trust ratio
+    ||w|| / ||update|| (1 when either norm is 0), all tensors included. Clip gradients before
+    `step()` (the training loop does). Written with `torch._foreach_*` so each op is one kernel
+    launch per group, not one per tensor."""
+
+    def __init__(self, params, lr: float = 1e-3, betas=(0.9, 0.999), eps: float = 1e-6, weight_decay: float = 0.01):
+        if lr < 0 or eps < 0 or weight_decay < 0 or not (0 <= betas[0] < 1 and 0 <= betas[1] < 1):
+            raise ValueError(f"invalid LAMB hyper-parameters: lr={lr}, betas={betas}, eps={eps}, weight_decay={weight_decay}")
+        super().__init__(params, {"lr": lr, "betas": betas, "eps": eps, "weight_decay": weight_decay})
+
+    @torch.no_grad()
+    def step(self, closure=None):
+        loss = None
+        if closure is not None:
+            with torch.enable_grad():
+                loss = closure()
+        for group in self.param_groups:
+            params = [p for p in group["params"] if p.grad is not None]
+            if not params:
+                continue
+            beta1, beta2 = group["betas"]
+            grads = [p.grad for p in params]
+            for p in params:
+                state = self.state[p]
+                if not state:
+                    state["step"] = 0
+                    state["exp_avg"] = torch.zeros_like(p, memory_format=torch.preserve_format)
+                    state["exp_avg_sq"] = torch.zeros_like(p, memory_format=torch.preserve_format)
+                state["step"] += 1
+            exp_avgs = [self.state[p]["exp_avg"] for p in params]
+            exp_avg_sqs = [self.state[p]["exp_avg_sq"] for p in params]
+            # Bias correction by each tensor's own step count: a tensor without a grad on some
+            # step (an unused embedding row block, a frozen head) has taken fewer steps.
+            steps = [self.state[p]["step"] for p in params]
+
+            torch._foreach_lerp_(exp_avgs, grads, 1 - beta1)
+            torch._foreach_mul_(exp_avg_sqs, beta2)
+            torch._foreach_addcmul_(exp_avg_sqs, grads, grads, value=1 - beta2)
+
+            # update = m_hat / (sqrt(v_hat) + eps) + weight_decay * w
+            bias1 = [1 - beta1**s for s in steps]
+            bias2_sqrt = [math.sqrt(1 - beta2**s) for s in steps]
+            denom = torch._foreach_sqrt(exp_avg_sqs)
+            torch._foreach_div_(denom, bias2_sqrt)
+            torch._foreach_add_(denom, group["eps"])
+            updates = torch._foreach_div(exp_avgs, bias1)
+            torch._foreach_div_(updates, denom)
+            if group["weight_decay"] != 0:
+                torch._foreach_add_(updates, params, alpha=group["weight_decay"])
+
+            weight_norms = torch._foreach_norm(params)
+            update_norms = torch._foreach_norm(updates)
+            ratios = [
+                torch.where((w > 0) & (u > 0), w / u, torch.ones_like(w))
+                for w, u in zip(weight_norms, update_norms)
+            ]
+            # w -= lr * ratio * update, with the ratio kept on the device (no host sync per tensor)
+            torch._foreach_mul_(updates, ratios)
+            torch._foreach_add_(params, updates, alpha=-group["lr"])
+        return loss
+
+
+def build_optimizer(
+    model: nn.Module, name: str, learning_rate: float, weight_decay: float, use_apex: bool = False, fused: bool = False
+) -> torch.optim.Optimizer:
+    """`lamb` or `adamw` over `parameter_groups(model, weight_decay)`. `use_apex` swaps in apex's
+    FusedLAMB (same NVLAMB maths, CUDA only) when `import apex` works; otherwise ours, with a log
+    line. `fused` asks torch's AdamW for its fused CUDA kernel (ignored off CUDA)."""
+    groups = parameter_groups(model, weight_decay)
+    if name == "lamb":
+        if use_apex:
+            try:
+                from apex.optimizers import FusedLAMB
+            except ImportError:
+                log.info("pretrain.use_apex is on but apex is not importable; using bert.optim.Lamb")
+            else:
+                # The loop clips, so FusedLAMB's own clipping is switched off (infinite max norm).
+                return FusedLAMB(groups, lr=learning_rate, eps=1e-6, max_grad_norm=float("inf"), use_nvlamb=True)
+        return Lamb(groups, lr=learning_rate, eps=1e-6)
+    if name == "adamw":
+        on_cuda = next(model.parameters()).is_cuda
+        return torch.optim.AdamW(groups, lr=learning_rate, eps=1e-6, fused=fused and on_cuda)
+    raise ValueError(f"unknown optimizer {name!r}; allowed: lamb, adamw")
+
+
+def warmup_poly_schedule(
+    optimizer: torch.optim.Optimizer, warmup_steps: int, total_steps: int, power: float = 1.0
+) -> torch.optim.lr_scheduler.LambdaLR:
+    """Linear warm-up over `warmup_steps` (the first step already uses lr/warmup_steps, not 0), then
+    polynomial decay to 0 at `total_steps`: factor ((total - step) / (total - warmup)) ** power.
+    power 1 is BERT's linear decay; NVIDIA's phase 1/2 use 0.5."""
+    if total_steps < 1 or not 0 <= warmup_steps <= total_steps:
+        raise ValueError(f"need 0 <= warmup_steps ({warmup_steps}) <= total_steps ({total_steps}) and total_steps >= 1")
+
+    def factor(step: int) -> float:
+        if step < warmup_steps:
+            return (step + 1) / warmup_steps
+        return max(0.0, (total_steps - step) / max(1, total_steps - warmup_steps)) ** power
+
+    return torch.optim.lr_scheduler.LambdaLR(optimizer, factor)

@@ -1,0 +1,200 @@
+"""The pretraining data loader: micro-batches from the HDF5 shards, the same on 1 or N ranks.
+
+Each epoch has one global sample order: the shards in an order shuffled from (seed, epoch), each
+shard's rows in file order (example creation already shuffled the instances). Global micro-batch k
+is rows [k*B*W, (k+1)*B*W) of that order (B = per-rank batch, W = world size); rank r takes its
+contiguous B rows of it, read straight from its part of the shard files. So the data a run sees
+depends only on the seed and the global batch, not on W — which is what lets a checkpoint resume
+on another number of GPUs — and every rank reads a balanced 1/W of every shard.
+
+The position inside an epoch is "global samples consumed"; `skip_samples` resumes there exactly.
+Shards written with `masking="dynamic"` hold unmasked pairs: the loader masks each piece of a
+batch with bert.masking.mask_batch and an rng seeded from (seed, epoch, shard, first row), so
+masks change every epoch and a resumed run draws the same masks as an uninterrupted one.
+"""
+
+from dataclasses import dataclass
+from pathlib import Path
+
+import h5py
+import numpy as np
+import torch
+from torch.utils.data import DataLoader, Dataset
+
+from bert.errors import UserError
+
+KEYS = ("input_ids", "input_mask", "segment_ids", "masked_lm_positions", "masked_lm_ids", "next_sentence_labels")
+
+
+@dataclass
+class DynamicMasking:
+    """What bert.masking.mask_batch needs to mask unmasked pairs on the fly."""
+
+    masked_lm_prob: float
+    max_predictions: int
+    vocab_size: int
+    mask_id: int
+    never_masked: tuple[int, ...]  # [CLS], [SEP], [PAD]
+    continuation: np.ndarray | None = None  # bool per token id, True for "##" pieces: whole-word masking
+
+    @classmethod
+    def from_vocab(
+        cls, vocab_file: str | Path, masked_lm_prob: float, max_predictions: int, whole_word_mask: bool
+    ) -> "DynamicMasking":
+        tokens = Path(vocab_file).read_text(encoding="utf-8").splitlines()
+        ids = {token: index for index, token in enumerate(tokens)}
+        missing = [t for t in ("[PAD]", "[CLS]", "[SEP]", "[MASK]") if t not in ids]
+        if missing:
+            raise UserError(f"{vocab_file}: vocabulary lacks {missing}; it is not a BERT vocab.txt")
+        continuation = np.array([t.startswith("##") for t in tokens]) if whole_word_mask else None
+        never = (ids["[CLS]"], ids["[SEP]"], ids["[PAD]"])
+        return cls(masked_lm_prob, max_predictions, len(tokens), ids["[MASK]"], never, continuation)
+
+
+def describe_shards(files: list[Path]) -> tuple[list[int], list[bool]]:
+    """Rows and dynamic-masking flag of each shard, checking the layout on the way."""
+    sizes, dynamic = [], []
+    for path in files:
+        try:
+            with h5py.File(path, "r") as shard:
+                missing = [key for key in KEYS if key not in shard]
+                if missing:
+                    raise UserError(f"{path}: not a pretraining shard, datasets {missing} are missing")
+                rows = {len(shard[key]) for key in KEYS}
+                if len(rows) != 1:
+                    raise UserError(f"{path}: datasets have different numbers of rows {sorted(rows)}")
+                masking = shard.attrs.get("masking", "static")
+                masking = masking.decode() if isinstance(masking, bytes) else str(masking)
+        except OSError as error:
+            raise UserError(f"{path}: cannot read HDF5 shard ({error}); re-run the examples stage") from None
+        sizes.append(rows.pop())
+        dynamic.append(masking == "dynamic")
+    return sizes, dynamic
+
+
+class PretrainingData:
+    """Micro-batches (dicts of int64 tensors named as BertForPreTraining.forward's arguments) of
+    one rank; one pass over it is one epoch. `set_epoch` and `skip_samples` are what the
+    training loop calls to follow epochs and to resume."""
+
+    def __init__(
+        self,
+        files: list[str | Path],
+        batch_size: int,
+        seed: int,
+        rank: int = 0,
+        world_size: int = 1,
+        num_workers: int = 0,
+        pin_memory: bool = False,
+        masking: DynamicMasking | None = None,
+    ):
+        self.files = sorted(Path(f) for f in files)
+        if not self.files:
+            raise UserError("no pretraining shards (*.hdf5) found; run the examples stage first")
+        self.sizes, dynamic = describe_shards(self.files)
+        if any(dynamic) and masking is None:
+            raise UserError(f"{self.files[dynamic.index(True)]}: shard asks for dynamic masking, but no masking config was given")
+        self.masking = masking if any(dynamic) else None
+        self.dynamic = dynamic
+        self.batch_size, self.seed, self.rank, self.world_size = batch_size, seed, rank, world_size
+        self.num_workers, self.pin_memory = num_workers, pin_memory
+        self.global_batch = batch_size * world_size
+        self.batches_per_epoch = sum(self.sizes) // self.global_batch
+        if self.batches_per_epoch == 0:
+            raise UserError(
+                f"{len(self.files)} shards hold {sum(self.sizes)} sequences, fewer than one global micro-batch "
+                f"({batch_size} x {world_size} ranks); lower the batch size or create more examples"
+            )
+        self.epoch = 0
+        self._start = 0
+
+    def __len__(self) -> int:
+        return self.batches_per_epoch
+
+    def set_epoch(self, epoch: int) -> None:
+        self.epoch = epoch
+
+    def skip_samples(self, samples: int) -> None:
+        """Start the next pass after `samples` global samples of the current epoch."""
+        if samples % self.global_batch:
+            raise UserError(
+                f"cannot resume at sample {samples} of the epoch with a global micro-batch of {self.global_batch}; "
+                "keep batch_size x grad_accum_steps x world size as it was when the checkpoint was written"
+            )
+        self._start = samples // self.global_batch
+
+    def __iter__(self):
+        order = np.random.default_rng([self.seed, self.epoch]).permutation(len(self.files))
+        batches = EpochBatches(self, order)
+        sampler = range(self._start, self.batches_per_epoch)
+        self._start = 0
+        loader = DataLoader(
+            batches,
+            batch_size=None,  # the dataset returns whole batches: one contiguous read each
+            sampler=sampler,
+            num_workers=self.num_workers,
+            pin_memory=self.pin_memory,
+            prefetch_factor=4 if self.num_workers else None,
+            # Worker seeds from this generator, not from torch's global RNG: starting an epoch's
+            # workers must not shift the dropout draws, or a resumed run would differ.
+            generator=torch.Generator().manual_seed(self.seed * 1000003 + self.epoch),
+        )
+        yield from loader
+
+
+class EpochBatches(Dataset):
+    """Batch k of one rank in one epoch; file handles are opened lazily in each worker process."""
+
+    def __init__(self, data: PretrainingData, order: np.ndarray):
+        self.data = data
+        self.order = order
+        sizes = np.array(data.sizes, dtype=np.int64)[order]
+        self.starts = np.concatenate([[0], np.cumsum(sizes)])  # first global row of each shard in this epoch
+        self.handles: dict[int, h5py.File] = {}
+
+    def __len__(self) -> int:
+        return self.data.batches_per_epoch
+
+    def __getitem__(self, k: int) -> dict[str, torch.Tensor]:
+        data = self.data
+        first = k * data.global_batch + data.rank * data.batch_size
+        pieces = []
+        row = first
+        while row < first + data.batch_size:
+            slot = int(np.searchsorted(self.starts, row, side="right")) - 1
+            shard = int(self.order[slot])
+            begin = row - int(self.starts[slot])
+            count = min(first + data.batch_size - row, data.sizes[shard] - begin)
+            pieces.append(self._read(shard, begin, begin + count))
+            row += count
+        batch = {key: np.concatenate([p[key] for p in pieces]) for key in pieces[0]}
+        return {
+            "input_ids": torch.from_numpy(batch["input_ids"].astype(np.int64)),
+            "token_type_ids": torch.from_numpy(batch["segment_ids"].astype(np.int64)),
+            "attention_mask": torch.from_numpy(batch["input_mask"].astype(np.int64)),
+            "masked_lm_positions": torch.from_numpy(batch["masked_lm_positions"].astype(np.int64)),
+            "masked_lm_ids": torch.from_numpy(batch["masked_lm_ids"].astype(np.int64)),
+            "next_sentence_labels": torch.from_numpy(batch["next_sentence_labels"].astype(np.int64).reshape(-1)),
+        }
+
+    def _read(self, shard: int, begin: int, end: int) -> dict[str, np.ndarray]:
+        if shard not in self.handles:
+            self.handles[shard] = h5py.File(self.data.files[shard], "r")
+        handle = self.handles[shard]
+        piece = {key: handle[key][begin:end] for key in KEYS}
+        if self.data.dynamic[shard]:
+            piece.update(self._mask(piece, shard, begin))
+        return piece
+
+    def _mask(self, piece: dict[str, np.ndarray], shard: int, begin: int) -> dict[str, np.ndarray]:
+        from bert.masking import mask_batch
+
+        spec = self.data.masking
+        input_ids = piece["input_ids"]
+        candidate = piece["input_mask"].astype(bool) & ~np.isin(input_ids, spec.never_masked)
+        word_start = None if spec.continuation is None else ~spec.continuation[input_ids]
+        rng = np.random.default_rng([self.data.seed, self.data.epoch, shard, begin])
+        masked, positions, labels = mask_batch(
+            input_ids, candidate, word_start, spec.masked_lm_prob, spec.max_predictions, spec.vocab_size, spec.mask_id, rng
+        )
+        return {"input_ids": masked, "masked_lm_positions": positions, "masked_lm_ids": labels}

@@ -1,0 +1,214 @@
+"""BertConfig, presets, and the behaviour of our BERT models (CPU, fp32, small configs)."""
+
+import json
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+from bert.errors import UserError
+from bert.modeling import (
+    BertConfig,
+    BertForPreTraining,
+    BertForQuestionAnswering,
+    BertModel,
+    training_flops_per_sequence,
+)
+
+torch.set_num_threads(2)
+
+SMALL = dict(vocab_size=97, hidden_size=32, num_hidden_layers=2, num_attention_heads=4, intermediate_size=64)
+
+
+def small_config(**overrides) -> BertConfig:
+    return BertConfig(**{**SMALL, "max_position_embeddings": 64, **overrides})
+
+
+def random_batch(config: BertConfig, n=3, s=16, slots=4, seed=0):
+    """A padded batch in the HDF5 shard layout: each row has a real length, a few masked slots
+    (positions in 1..length-1) and the rest of its slots unused (0)."""
+    g = torch.Generator().manual_seed(seed)
+    input_ids = torch.randint(5, config.vocab_size, (n, s), generator=g)
+    token_type_ids = torch.zeros(n, s, dtype=torch.long)
+    attention_mask = torch.zeros(n, s, dtype=torch.long)
+    positions = torch.zeros(n, slots, dtype=torch.long)
+    labels = torch.zeros(n, slots, dtype=torch.long)
+    for row in range(n):
+        length = s - 3 * row
+        attention_mask[row, :length] = 1
+        token_type_ids[row, length // 2 : length] = 1
+        input_ids[row, length:] = 0
+        used = slots - row  # row 0 uses every slot, later rows fewer
+        chosen = torch.randperm(length - 1, generator=g)[:used] + 1
+        positions[row, :used] = chosen.sort().values
+        labels[row, :used] = torch.randint(5, config.vocab_size, (used,), generator=g)
+    nsp = torch.randint(0, 2, (n,), generator=g)
+    return input_ids, token_type_ids, attention_mask, positions, labels, nsp
+
+
+def test_presets_have_bert_shapes():
+    base = BertConfig.preset("base", vocab_size=30522)
+    assert (base.num_hidden_layers, base.hidden_size, base.num_attention_heads, base.intermediate_size) == (
+        12,
+        768,
+        12,
+        3072,
+    )
+    tiny = BertConfig.preset("tiny", vocab_size=8192)
+    assert (tiny.num_hidden_layers, tiny.hidden_size, tiny.num_attention_heads, tiny.intermediate_size) == (
+        2,
+        128,
+        2,
+        512,
+    )
+    assert tiny.vocab_size == 8192
+    # BERT-base has 110M parameters (109.5M with the NSP head and MLM transform).
+    with torch.device("meta"):
+        assert 109_000_000 < BertForPreTraining(base).num_parameters() < 111_000_000
+
+
+def test_resolve_takes_a_preset_or_a_config_file(tmp_path):
+    assert BertConfig.resolve("mini", 1000).hidden_size == 256
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps({**SMALL, "model_type": "bert", "architectures": ["BertModel"], "use_cache": True}))
+    config = BertConfig.resolve(path, vocab_size=500)
+    assert config.hidden_size == 32 and config.vocab_size == 500
+    assert BertConfig.resolve(tmp_path).hidden_size == 32  # the folder holding config.json
+    assert BertConfig.from_json_file(path).to_dict() == small_config(max_position_embeddings=512).to_dict()
+
+
+@pytest.mark.parametrize("bad", ["huge", "no/such/config.json"])
+def test_resolve_names_the_allowed_values(bad):
+    with pytest.raises(UserError, match="tiny, mini, base, large"):
+        BertConfig.resolve(bad, 100)
+
+
+def test_bad_config_files_are_user_errors(tmp_path):
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps({**SMALL, "num_attention_heads": 5}))
+    with pytest.raises(UserError, match="not a multiple"):
+        BertConfig.from_json_file(path)
+    path.write_text(json.dumps({**SMALL, "model_type": "roberta"}))
+    with pytest.raises(UserError, match="roberta"):
+        BertConfig.from_json_file(path)
+    path.write_text("{not json")
+    with pytest.raises(UserError, match="config.json"):
+        BertConfig.from_json_file(path)
+
+
+def test_init_is_google_style():
+    torch.manual_seed(0)
+    model = BertForPreTraining(BertConfig.preset("tiny", vocab_size=1000))
+    weights = model.bert.layers[0].ffn_in.weight
+    assert abs(weights.std().item() - 0.02 * 0.88) < 0.002  # truncated at 2 std: std shrinks to 0.88
+    assert weights.abs().max().item() <= 0.04
+    assert torch.all(model.bert.layers[0].ffn_in.bias == 0)
+    assert torch.all(model.bert.layers[0].attention_norm.weight == 1)
+    assert torch.all(model.mlm_bias == 0)
+
+
+def test_mlm_head_runs_only_on_used_slots_and_the_loss_ignores_the_rest():
+    config = small_config()
+    torch.manual_seed(0)
+    model = BertForPreTraining(config).eval()
+    ids, types, mask, positions, labels, nsp = random_batch(config)
+    out = model(ids, types, mask, positions, labels, nsp)
+    used = positions != 0
+    assert out.mlm_logits.shape == (int(used.sum()), config.vocab_size) == (4 + 3 + 2, 97)
+    assert torch.equal(out.mlm_labels, labels[used])
+
+    # Reference: the head applied to every token, then read at the used slots in row-major order.
+    sequence, pooled = model.bert(ids, types, mask)
+    full = F.linear(
+        model.mlm_norm(F.gelu(model.mlm_transform(sequence))), model.bert.embeddings.word_embeddings.weight, model.mlm_bias
+    )
+    rows = torch.arange(3)[:, None].expand_as(positions)
+    torch.testing.assert_close(out.mlm_logits, full[rows[used], positions[used]], atol=1e-5, rtol=1e-5)
+    torch.testing.assert_close(out.mlm_loss, F.cross_entropy(full[rows[used], positions[used]], labels[used]))
+    torch.testing.assert_close(out.nsp_loss, F.cross_entropy(model.nsp_classifier(pooled), nsp))
+    torch.testing.assert_close(out.loss, out.mlm_loss + out.nsp_loss)
+
+    # Whatever sits in the unused slots' labels does not count.
+    garbage = labels.clone()
+    garbage[~used] = 42
+    assert torch.equal(model(ids, types, mask, positions, garbage, nsp).loss, out.loss)
+
+    # Without labels: logits only.
+    bare = model(ids, types, mask, positions)
+    assert bare.loss is None and bare.mlm_loss is None and bare.nsp_loss is None and bare.mlm_labels is None
+    assert torch.equal(bare.mlm_logits, out.mlm_logits)
+
+
+def test_padding_does_not_change_real_tokens():
+    config = small_config()
+    torch.manual_seed(0)
+    model = BertModel(config).eval()
+    ids, types, mask, *_ = random_batch(config, n=2, s=12)
+    sequence, pooled = model(ids, types, mask)
+    # Append 7 more padding positions holding arbitrary token ids: real tokens must not see them.
+    pad = torch.randint(5, config.vocab_size, (2, 7))
+    longer, longer_pooled = model(
+        torch.cat([ids, pad], 1), torch.cat([types, torch.ones(2, 7, dtype=torch.long)], 1), torch.cat([mask, 0 * pad], 1)
+    )
+    real = mask.bool()
+    torch.testing.assert_close(longer[:, :12][real], sequence[real], atol=1e-5, rtol=1e-5)
+    torch.testing.assert_close(longer_pooled, pooled, atol=1e-5, rtol=1e-5)
+    # ...while without the mask the padding would change them (the test can fail).
+    unmasked, _ = model(torch.cat([ids, pad], 1), None, None)
+    assert not torch.allclose(unmasked[:, :12][real], model(ids, None, mask)[0][real], atol=1e-3)
+
+
+def test_question_answering_loss_matches_the_hf_rule():
+    config = small_config()
+    torch.manual_seed(0)
+    model = BertForQuestionAnswering(config).eval()
+    assert model.bert.pooler is None
+    ids, types, mask, *_ = random_batch(config, n=3, s=16)
+    starts, ends = torch.tensor([3, 16, 5]), torch.tensor([4, 20, 9])  # row 1's answer lies past the window
+    out = model(ids, types, mask, starts, ends)
+    assert out.start_logits.shape == out.end_logits.shape == (3, 16)
+    keep = torch.tensor([0, 2])
+    expected = (
+        F.cross_entropy(out.start_logits[keep], starts[keep]) + F.cross_entropy(out.end_logits[keep], ends[keep])
+    ) / 2
+    torch.testing.assert_close(out.loss, expected)
+    assert model(ids, types, mask).loss is None
+
+
+def test_sequences_longer_than_the_position_table_are_refused():
+    model = BertModel(small_config(max_position_embeddings=8))
+    with pytest.raises(UserError, match="max_position_embeddings"):
+        model(torch.ones(1, 9, dtype=torch.long))
+
+
+def test_training_step_reduces_the_loss():
+    config = small_config(hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0)
+    torch.manual_seed(0)
+    model = BertForPreTraining(config)
+    batch = random_batch(config)
+    optimizer = torch.optim.AdamW(model.parameters(), lr=3e-3)
+    losses = []
+    for _ in range(20):
+        loss = model(*batch).loss
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+        losses.append(loss.item())
+    assert losses[-1] < 0.5 * losses[0]
+    # The decoder is the word embedding matrix: it got gradient through the MLM head as well.
+    assert model.bert.embeddings.word_embeddings.weight.grad is not None
+
+
+def test_apex_layer_norm_falls_back_to_torch_when_apex_is_absent():
+    model = BertModel(small_config(), apex_layer_norm=True)
+    name = type(model.layers[0].attention_norm).__name__
+    assert name in ("LayerNorm", "FusedLayerNorm")
+
+
+def test_training_flops_match_6_params_tokens_plus_attention():
+    config = BertConfig.preset("base", vocab_size=30522)
+    h, s = config.hidden_size, 128
+    encoder_params = config.num_hidden_layers * (4 * h * h + 2 * h * config.intermediate_size)
+    expected = 6 * encoder_params * s + 12 * config.num_hidden_layers * s * s * h
+    flops = training_flops_per_sequence(config, s, masked_per_seq=0)
+    assert abs(flops - expected) / expected < 0.01

@@ -1,0 +1,261 @@
+import json
+import math
+
+import numpy as np
+import pytest
+import torch
+from torch import nn
+
+from bert.errors import UserError
+from bert.optim import build_optimizer, warmup_poly_schedule
+from bert.pretraining_loader import DynamicMasking, PretrainingData
+from bert.training import TrainConfig, list_checkpoints, pretraining_loss, save_checkpoint, train
+from tests.shard_fixtures import tiny_model, write_shard, write_shards, write_vocab
+
+torch.set_num_threads(1)
+
+
+def pretrain(tmp_path, shards, max_steps, total_steps=8, workers=0, resume=True, **overrides):
+    model = tiny_model(seed=0)
+    optimizer = build_optimizer(model, "lamb", 5e-3, 0.01)
+    scheduler = warmup_poly_schedule(optimizer, 2, total_steps, power=0.5)
+    data = PretrainingData(shards, batch_size=8, seed=7, num_workers=workers)
+    config = TrainConfig(
+        max_steps=max_steps,
+        save_every=3,
+        keep_last=2,
+        log_every=2,
+        checkpoint_dir=tmp_path / "checkpoints",
+        resume=resume,
+        seed=3,
+        live_dir=tmp_path / "live",
+        metrics_file=tmp_path / "metrics.json",
+        progress=False,
+        **overrides,
+    )
+    summary = train(model, data, pretraining_loss, optimizer, scheduler, config)
+    return model, summary
+
+
+def test_resume_gives_identical_weights(tmp_path):
+    shards = write_shards(tmp_path / "shards")  # 97 rows, 12 batches of 8 per epoch: 16 steps cross an epoch
+    straight, _ = pretrain(tmp_path / "straight", shards, 16, total_steps=16, workers=1)
+    pretrain(tmp_path / "split", shards, 7, total_steps=16, workers=1)
+    # as if killed after logging step 7 but before its checkpoint: resume from step 6
+    (tmp_path / "split/checkpoints/step-00000007.pt").unlink()
+    resumed, summary = pretrain(tmp_path / "split", shards, 16, total_steps=16, workers=1)
+    for (name, a), b in zip(straight.state_dict().items(), resumed.state_dict().values()):
+        assert torch.equal(a, b), name
+    assert summary["steps"] == 16
+    assert [p.name for p in list_checkpoints(tmp_path / "split" / "checkpoints")] == [
+        "step-00000015.pt",
+        "step-00000016.pt",
+    ]
+    # the resumed run's DVCLive curve has every logged step once
+    lines = (tmp_path / "split/live/plots/metrics/train/loss.tsv").read_text().splitlines()
+    assert lines[0] == "step\tloss"
+    assert [int(line.split("\t")[0]) for line in lines[1:]] == list(range(2, 17, 2))
+
+
+def test_logs_and_metrics(tmp_path):
+    shards = write_shards(tmp_path / "shards")
+    _, summary = pretrain(tmp_path, shards, 8)
+    metrics_dir = tmp_path / "live" / "plots" / "metrics" / "train"
+    for name in ("loss", "mlm_loss", "nsp_loss", "mlm_accuracy", "nsp_accuracy", "learning_rate", "grad_norm", "sequences_per_second"):
+        assert (metrics_dir / f"{name}.tsv").is_file(), name
+    written = json.loads((tmp_path / "metrics.json").read_text())
+    assert written == pytest.approx(summary)
+    for key in ("loss", "mlm_loss", "nsp_loss", "mlm_accuracy", "nsp_accuracy", "first_loss", "steps", "sequences_per_second", "seconds", "skipped_steps"):
+        assert key in written
+    assert written["steps"] == 8 and written["skipped_steps"] == 0
+    assert 0 <= written["mlm_accuracy"] <= 1 and 0 <= written["nsp_accuracy"] <= 1
+    assert written["loss"] == pytest.approx(written["mlm_loss"] + written["nsp_loss"], rel=1e-5)
+
+
+def test_learns_on_repeated_batches(tmp_path):
+    """The loop really optimises: MLM+NSP loss on a small repeated dataset falls clearly."""
+    shards = [write_shard(tmp_path / "one.hdf5", 16, 16, 3, seed=1)]
+    model = tiny_model(seed=0, dropout=0.0)
+    optimizer = build_optimizer(model, "lamb", 5e-2, 0.01)
+    scheduler = warmup_poly_schedule(optimizer, 5, 80)
+    data = PretrainingData(shards, batch_size=16, seed=0)
+    summary = train(model, data, pretraining_loss, optimizer, scheduler, TrainConfig(max_steps=80, log_every=10, progress=False))
+    assert summary["loss"] < 0.3 * summary["first_loss"] and summary["mlm_accuracy"] > 0.8
+
+
+class Regression(nn.Module):
+    def __init__(self):
+        super().__init__()
+        torch.manual_seed(0)
+        self.net = nn.Sequential(nn.Linear(6, 16), nn.Tanh(), nn.LayerNorm(16), nn.Linear(16, 1))
+
+    def forward(self, x):
+        return self.net(x).squeeze(-1)
+
+
+def mse(model, batch):
+    loss = ((model(batch["x"]) - batch["y"]) ** 2).mean()
+    return loss, {"mse": (loss.detach(), 1)}
+
+
+@pytest.mark.parametrize("optimizer_name", ["lamb", "adamw"])
+def test_accumulation_equals_large_batch(optimizer_name):
+    generator = torch.Generator().manual_seed(1)
+    x, y = torch.randn(32, 6, generator=generator), torch.randn(32, generator=generator)
+    results = []
+    for accum, size in [(1, 32), (4, 8)]:
+        model = Regression()
+        optimizer = build_optimizer(model, optimizer_name, 1e-2, 0.01)
+        scheduler = warmup_poly_schedule(optimizer, 0, 1)
+        batches = [{"x": x[i : i + size], "y": y[i : i + size]} for i in range(0, 32, size)]
+        train(model, batches, mse, optimizer, scheduler, TrainConfig(max_steps=1, grad_accum_steps=accum, grad_clip=0.1, progress=False))
+        results.append(model.state_dict())
+    for name in results[0]:
+        torch.testing.assert_close(results[0][name], results[1][name], atol=1e-6, rtol=1e-5)
+
+
+def test_plain_iterable_resumes_by_replaying(tmp_path):
+    generator = torch.Generator().manual_seed(2)
+    batches = [{"x": torch.randn(4, 6, generator=generator), "y": torch.randn(4, generator=generator)} for _ in range(5)]
+
+    def run(steps):
+        model = Regression()
+        optimizer = build_optimizer(model, "adamw", 1e-2, 0.01)
+        scheduler = warmup_poly_schedule(optimizer, 1, 12)
+        config = TrainConfig(max_steps=steps, save_every=2, checkpoint_dir=tmp_path / steps.__str__(), progress=False)
+        return model, optimizer, scheduler, config
+
+    straight = run(12)
+    train(straight[0], batches, mse, *straight[1:])
+    first = run(7)
+    first[3].checkpoint_dir = tmp_path / "split"
+    train(first[0], batches, mse, *first[1:])
+    second = run(12)
+    second[3].checkpoint_dir = tmp_path / "split"
+    train(second[0], batches, mse, *second[1:])
+    for a, b in zip(straight[0].state_dict().values(), second[0].state_dict().values()):
+        assert torch.equal(a, b)
+
+
+def test_nonfinite_loss_stops_with_clear_error_and_keeps_checkpoint(tmp_path):
+    calls = {"n": 0}
+
+    def exploding(model, batch):
+        calls["n"] += 1
+        loss, stats = mse(model, batch)
+        return (loss * math.inf if calls["n"] > 4 else loss), stats
+
+    model = Regression()
+    optimizer = build_optimizer(model, "lamb", 1e-2, 0.01)
+    scheduler = warmup_poly_schedule(optimizer, 0, 20)
+    batches = [{"x": torch.randn(4, 6), "y": torch.randn(4)}]
+    config = TrainConfig(max_steps=20, save_every=2, max_nonfinite_steps=3, checkpoint_dir=tmp_path, progress=False)
+    with pytest.raises(UserError, match=r"not finite for 3 steps in a row .*step-00000004\.pt"):
+        train(model, batches, exploding, optimizer, scheduler, config)
+    assert [p.name for p in list_checkpoints(tmp_path)] == ["step-00000002.pt", "step-00000004.pt"]
+    assert all(torch.isfinite(p).all() for p in model.parameters())  # skipped updates left it intact
+
+
+@pytest.mark.parametrize("precision", ["bf16", "fp16"])
+def test_mixed_precision_runs(tmp_path, precision):
+    shards = write_shards(tmp_path / "shards")
+    _, summary = pretrain(tmp_path, shards, 4, precision=precision)
+    assert math.isfinite(summary["loss"]) and summary["steps"] == 4
+
+
+def test_signature_change_starts_afresh(tmp_path):
+    shards = write_shards(tmp_path / "shards")
+    pretrain(tmp_path, shards, 3, run_signature="a")
+    assert len(list_checkpoints(tmp_path / "checkpoints")) == 1
+    _, summary = pretrain(tmp_path, shards, 2, run_signature="b")
+    assert [p.name for p in list_checkpoints(tmp_path / "checkpoints")] == ["step-00000002.pt"]
+    assert summary["steps"] == 2
+
+
+def test_checkpoint_write_is_atomic(tmp_path, monkeypatch):
+    save_checkpoint(tmp_path, 1, {"w": torch.ones(2)}, keep_last=2)
+
+    def broken_save(obj, file):
+        file.write(b"partial")
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(torch, "save", broken_save)
+    with pytest.raises(UserError, match="No space left.*previous checkpoints are intact"):
+        save_checkpoint(tmp_path, 2, {"w": torch.ones(2)}, keep_last=2)
+    assert [p.name for p in tmp_path.iterdir()] == ["step-00000001.pt"]
+
+
+@pytest.mark.slow
+def test_compile_matches_eager(tmp_path):
+    shards = write_shards(tmp_path / "shards")
+    _, eager = pretrain(tmp_path / "eager", shards, 2, log_every=1)
+    _, compiled = pretrain(tmp_path / "compiled", shards, 2, log_every=1, compile=True)
+    assert compiled["first_loss"] == pytest.approx(eager["first_loss"], rel=1e-4)
+    assert compiled["loss"] == pytest.approx(eager["loss"], rel=1e-4)
+
+
+# ---------------------------------------------------------------------------------------------
+# The loader
+
+
+def all_rows(data):
+    return torch.cat([b["input_ids"] for b in data])
+
+
+def test_loader_ranks_split_the_global_batch(tmp_path):
+    shards = write_shards(tmp_path)
+    whole = PretrainingData(shards, batch_size=8, seed=5)
+    halves = [PretrainingData(shards, batch_size=4, seed=5, rank=r, world_size=2) for r in range(2)]
+    assert len(whole) == len(halves[0]) == 97 // 8
+    for one, a, b in zip(whole, *halves):
+        assert torch.equal(one["input_ids"], torch.cat([a["input_ids"], b["input_ids"]]))
+        assert set(one) == {"input_ids", "token_type_ids", "attention_mask", "masked_lm_positions", "masked_lm_ids", "next_sentence_labels"}
+        assert one["next_sentence_labels"].shape == (8,) and one["input_ids"].dtype == torch.int64
+
+
+def test_loader_shuffles_shards_per_epoch_and_skips_exactly(tmp_path):
+    shards = write_shards(tmp_path)
+    data = PretrainingData(shards, batch_size=8, seed=5, num_workers=2)
+    epoch0 = all_rows(data)
+    data.set_epoch(1)
+    epoch1 = all_rows(data)
+    assert not torch.equal(epoch0, epoch1)
+    assert sorted(map(tuple, epoch0.tolist()))[:5] != []  # same pool of rows, reordered by shard
+    data.set_epoch(0)
+    assert torch.equal(all_rows(data), epoch0)  # deterministic from (seed, epoch)
+    data.skip_samples(24)
+    assert torch.equal(all_rows(data), epoch0[24:])
+    assert torch.equal(all_rows(data), epoch0)  # the skip applies to one pass only
+    with pytest.raises(UserError, match="global micro-batch of 8"):
+        data.skip_samples(12)
+
+
+def test_loader_dynamic_masking(tmp_path):
+    pytest.importorskip("bert.masking")
+    shards = write_shards(tmp_path / "shards", dynamic=True)
+    masking = DynamicMasking.from_vocab(write_vocab(tmp_path / "vocab.txt"), 0.15, 3, whole_word_mask=False)
+    data = PretrainingData(shards, batch_size=8, seed=5, masking=masking)
+    first = next(iter(data))
+    assert torch.equal(first["input_ids"], next(iter(data))["input_ids"])  # same (seed, epoch): same masks
+    used = first["masked_lm_positions"] != 0
+    assert used.any(dim=1).all()
+    rows = torch.arange(8)[:, None].expand_as(used)
+    original = first["masked_lm_ids"][used]
+    assert (original >= 5).all()  # never [CLS]/[SEP]/[PAD]
+    data.set_epoch(1)
+    assert not torch.equal(first["masked_lm_positions"], next(iter(data))["masked_lm_positions"])
+    assert rows.shape == used.shape
+
+
+def test_loader_rejects_bad_shards(tmp_path):
+    import h5py
+
+    bad = tmp_path / "bad.hdf5"
+    with h5py.File(bad, "w") as f:
+        f.create_dataset("input_ids", data=np.zeros((4, 8), np.int32))
+    with pytest.raises(UserError, match=r"bad\.hdf5: not a pretraining shard"):
+        PretrainingData([bad], batch_size=2, seed=0)
+    with pytest.raises(UserError, match="no pretraining shards"):
+        PretrainingData([], batch_size=2, seed=0)
+    with pytest.raises(UserError, match="fewer than one global micro-batch"):
+        PretrainingData(write_shards(tmp_path / "s", sizes=(3,)), batch_size=4, seed=0)
