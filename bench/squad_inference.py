@@ -45,26 +45,30 @@ def _sync(device: torch.device) -> None:
         torch.cuda.synchronize(device)
 
 
-def time_inference(model, inputs: dict, steps: int, warmup: int, precision: str = "fp32") -> dict:
-    """sequences/s and latency (ms per batch, p50 and p99) of `model(**inputs)` in eval mode."""
+def time_inference(models: dict, inputs: dict, steps: int, warmup: int, precision: str = "fp32") -> dict:
+    """sequences/s and latency (ms per batch, p50 and p99) of each `model(**inputs)` in eval mode.
+    The models take turns batch by batch, so on a shared machine they see the same load."""
     device = inputs["input_ids"].device
     amp_dtype = PRECISIONS[precision]
     batch_size = len(inputs["input_ids"])
-    model.eval()
-    latencies = []
+    latencies = {name: [] for name in models}
     with torch.inference_mode(), torch.autocast(device.type, dtype=amp_dtype, enabled=amp_dtype is not None):
         for step in range(warmup + steps):
-            _sync(device)
-            started = time.perf_counter()
-            model(**inputs)
-            _sync(device)
-            if step >= warmup:
-                latencies.append(time.perf_counter() - started)
-    latencies = np.array(latencies)
+            for name, model in models.items():
+                model.eval()
+                _sync(device)
+                started = time.perf_counter()
+                model(**inputs)
+                _sync(device)
+                if step >= warmup:
+                    latencies[name].append(time.perf_counter() - started)
     return {
-        "sequences_per_second": batch_size * len(latencies) / latencies.sum(),
-        "latency_p50_ms": 1000 * float(np.percentile(latencies, 50)),
-        "latency_p99_ms": 1000 * float(np.percentile(latencies, 99)),
+        name: {
+            "sequences_per_second": batch_size * len(times) / sum(times),
+            "latency_p50_ms": 1000 * float(np.percentile(times, 50)),
+            "latency_p99_ms": 1000 * float(np.percentile(times, 99)),
+        }
+        for name, times in latencies.items()
     }
 
 
@@ -86,28 +90,17 @@ def benchmark_inference(
     device: torch.device | str = "cpu",
     compare: bool = True,
 ) -> dict:
-    """Ours at batch_size and at 1, then (with `compare`) transformers the same way, and the ratio."""
+    """Ours (and with `compare` transformers, taking turns) at batch_size and at 1, and the ratio."""
     device = torch.device(device)
-    ours = BertForQuestionAnswering.from_pretrained(directory).to(device)
-    vocab_size = ours.config.vocab_size
-    batch = random_inputs(vocab_size, batch_size, seq_len, device)
-    single = random_inputs(vocab_size, 1, seq_len, device)
-    result = {
-        "ours": {
-            **time_inference(ours, batch, steps, warmup, precision),
-            **_prefixed("batch1_", time_inference(ours, single, steps, warmup, precision)),
-        }
-    }
+    models = {"ours": BertForQuestionAnswering.from_pretrained(directory).to(device)}
     if compare:
-        del ours
-        theirs = load_transformers(directory, device)
-        result["transformers"] = {
-            **time_inference(theirs, batch, steps, warmup, precision),
-            **_prefixed("batch1_", time_inference(theirs, single, steps, warmup, precision)),
-        }
-        result["speedup"] = (
-            result["ours"]["sequences_per_second"] / result["transformers"]["sequences_per_second"]
-        )
+        models["transformers"] = load_transformers(directory, device)
+    vocab_size = models["ours"].config.vocab_size
+    batched = time_inference(models, random_inputs(vocab_size, batch_size, seq_len, device), steps, warmup, precision)
+    single = time_inference(models, random_inputs(vocab_size, 1, seq_len, device), steps, warmup, precision)
+    result = {name: {**batched[name], **_prefixed("batch1_", single[name])} for name in models}
+    if compare:
+        result["speedup"] = result["ours"]["sequences_per_second"] / result["transformers"]["sequences_per_second"]
     return result
 
 
