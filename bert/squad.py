@@ -23,7 +23,6 @@ import re
 import string
 import sys
 import tempfile
-import unicodedata
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -313,10 +312,16 @@ def _extend_over_removed_chars(context: str, offsets: np.ndarray) -> np.ndarray:
     """Let tokens cover the characters the normaliser deletes next to them: combining marks
     (uncased BERT strips accents, so the span of "cafe\u0301", a decomposed "café", would end
     before the accent), control and format characters such as zero-width spaces. An answer cut
-    out of the context by offsets then keeps them, as the gold text does."""
-    if context.isascii() and context.isprintable():
-        return offsets
-    removed = np.array([_is_removed(ch) for ch in context], dtype=bool)
+    out of the context by offsets then keeps them, as the gold text does. A deleted character is
+    one that no token covers and that is not whitespace."""
+    change = np.zeros(
+        len(context) + 1, dtype=np.int32
+    )  # +1 where a gap between tokens opens, -1 where it closes
+    change[0] = 1
+    np.add.at(change, offsets[:, 0], -1)
+    np.add.at(change, offsets[:, 1], 1)
+    codepoints = np.frombuffer(context.encode("utf-32-le", "surrogatepass"), dtype=np.uint32)
+    removed = (np.cumsum(change)[:-1] > 0) & ~np.isin(codepoints, _WHITESPACE)
     if not removed.any():
         return offsets
     for t in range(len(offsets)):
@@ -332,11 +337,7 @@ def _extend_over_removed_chars(context: str, offsets: np.ndarray) -> np.ndarray:
     return offsets
 
 
-def _is_removed(ch: str) -> bool:
-    if ch in "\t\n\r":
-        return False  # whitespace, which the pre-tokeniser splits on
-    category = unicodedata.category(ch)
-    return category == "Mn" or category.startswith("C") or ch == "\ufffd"
+_WHITESPACE = np.array([c for c in range(0x3000 + 1) if chr(c).isspace()], dtype=np.uint32)
 
 
 def _max_context_windows(num_tokens: int, window_length: int, starts: list[int]) -> np.ndarray:
@@ -390,60 +391,63 @@ def postprocess(
             f"logits of shape {start_logits.shape} / {end_logits.shape} do not match "
             f"the features {features.input_ids.shape}"
         )
+    # Candidate spans of all windows at once: the k best starts x the k best ends of each window.
+    k = min(n_best_size, start_logits.shape[1])
+    top_starts, start_ok = _top_positions(start_logits, features.token_is_max_context, k)
+    top_ends, end_ok = _top_positions(end_logits, features.offsets[:, :, 0] >= 0, k)
+    start_values = np.take_along_axis(start_logits, top_starts, axis=1)
+    end_values = np.take_along_axis(end_logits, top_ends, axis=1)
+    s, e = top_starts[:, :, None], top_ends[:, None, :]
+    valid = start_ok[:, :, None] & end_ok[:, None, :] & (e >= s) & (e - s < max_answer_length)
+    window, start_rank, end_rank = np.nonzero(valid)
+    start_logit, end_logit = start_values[window, start_rank], end_values[window, end_rank]
+    score = start_logit + end_logit
+    start, end = top_starts[window, start_rank], top_ends[window, end_rank]
+    # Group the candidates by question (stable: windows keep their order) and find each question's windows.
+    by_example = np.argsort(features.example_index[window], kind="stable")
+    window, start, end, score = window[by_example], start[by_example], end[by_example], score[by_example]
+    start_logit, end_logit = start_logit[by_example], end_logit[by_example]
+    bounds = np.searchsorted(features.example_index[window], np.arange(len(examples) + 1))
     windows_of = collections.defaultdict(list)
     for f, i in enumerate(features.example_index.tolist()):
         windows_of[i].append(f)
+    null_scores = start_logits[:, 0] + end_logits[:, 0]
 
     predictions, nbest_json, null_odds = {}, {}, {}
     for i, example in enumerate(examples):
-        candidates = []  # arrays (score, start logit, end logit, window, start, end) per window
-        null = None  # (score, start logit, end logit)
-        for f in windows_of[i]:
-            null_start, null_end = float(start_logits[f, 0]), float(end_logits[f, 0])
-            if null is None or null_start + null_end < null[0]:
-                null = (null_start + null_end, null_start, null_end)
-            starts = _top_positions(start_logits[f], features.token_is_max_context[f], n_best_size)
-            ends = _top_positions(end_logits[f], features.offsets[f, :, 0] >= 0, n_best_size)
-            s, e = np.meshgrid(starts, ends, indexing="ij")
-            valid = (e >= s) & (e - s < max_answer_length)
-            s, e = s[valid], e[valid]
-            candidates.append(
-                (
-                    start_logits[f, s] + end_logits[f, e],
-                    start_logits[f, s],
-                    end_logits[f, e],
-                    np.full(len(s), f),
-                    s,
-                    e,
-                )
-            )
-        score, start_logit, end_logit, window, start, end = (np.concatenate(c) for c in zip(*candidates))
+        f = windows_of[i][int(np.argmin(null_scores[windows_of[i]]))]  # the window with the lowest null score
+        null_start, null_end = float(start_logits[f, 0]), float(end_logits[f, 0])
+        null = (null_start + null_end, null_start, null_end)
+        lo, hi = bounds[i], bounds[i + 1]
         entries, seen = [], set()
         null_pending = version_2
-        for k in np.argsort(-score, kind="stable"):
+        for c in lo + np.argsort(-score[lo:hi], kind="stable"):
             if len(entries) >= n_best_size:
                 break
-            if null_pending and null[0] > score[k]:
+            if null_pending and null[0] > score[c]:
                 entries.append(("", null[1], null[2]))
                 seen.add("")
                 null_pending = False
                 if len(entries) >= n_best_size:
                     break
-            span = features.offsets[window[k]]
-            text = example.context[span[start[k], 0] : span[end[k], 1]]
+            span = features.offsets[window[c]]
+            text = example.context[span[start[c], 0] : span[end[c], 1]]
             if text not in seen:
                 seen.add(text)
-                entries.append((text, float(start_logit[k]), float(end_logit[k])))
+                entries.append((text, float(start_logit[c]), float(end_logit[c])))
         if version_2 and "" not in seen:  # the null answer is always listed for v2.0
             entries.append(("", null[1], null[2]))
-        totals = np.array([s + e for _, s, e in entries], dtype=np.float64)
+        if not entries:  # no start among the k best precedes an end among the k best
+            entries.append(("", 0.0, 0.0))
+        totals = np.array([entry[1] + entry[2] for entry in entries], dtype=np.float64)
         probabilities = np.exp(totals - totals.max())
         probabilities /= probabilities.sum()
         nbest_json[example.qid] = [
             {"text": text, "probability": float(p), "start_logit": s, "end_logit": e}
             for (text, s, e), p in zip(entries, probabilities)
         ]
-        best_span = next((entry for entry in entries if entry[0]), None)
+        # Without any span, the best "span" is empty with logits 0 (as HF's run_qa scores it).
+        best_span = next((entry for entry in entries if entry[0]), ("", 0.0, 0.0))
         if not version_2:
             predictions[example.qid] = best_span[0]
             continue
@@ -453,10 +457,11 @@ def postprocess(
     return predictions, nbest_json, null_odds
 
 
-def _top_positions(logits: np.ndarray, allowed: np.ndarray, k: int) -> np.ndarray:
-    """The (up to) k allowed positions with the highest logits, best first, ties to the left."""
-    positions = np.flatnonzero(allowed)
-    return positions[np.argsort(-logits[positions], kind="stable")[:k]]
+def _top_positions(logits: np.ndarray, allowed: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
+    """Per row, the k allowed positions with the highest logits, best first, ties to the left
+    ([F, k]), and whether each is allowed at all (rows with fewer than k allowed positions)."""
+    top = np.argsort(-np.where(allowed, logits, -np.inf), axis=1, kind="stable")[:, :k]
+    return top, np.take_along_axis(allowed, top, axis=1)
 
 
 # ----------------------------------------------------------------------------------------------

@@ -448,3 +448,18 @@ def test_postprocess_respects_max_answer_length_and_order(tokenizer):
     predictions, nbest, _ = postprocess([example], features, start, end, max_answer_length=2)
     assert predictions["q"] == "gamma delta"  # 100 + 1 beats 5 + 4 and 100 + 0
     assert [e["text"] for e in nbest["q"][:2]] == ["gamma delta", "gamma"]
+
+
+def test_no_valid_span_predicts_empty(tokenizer):
+    example = make_example("q", "?", "alpha beta gamma", "alpha")
+    features = make_features([example], tokenizer, max_seq_length=16, max_query_length=4, progress=False)
+    context = np.flatnonzero(features.offsets[0, :, 0] >= 0)
+    start = np.zeros((1, 16), dtype=np.float32)
+    end = np.zeros((1, 16), dtype=np.float32)
+    start[0, context[-1]], end[0, context[0]] = 3.0, 3.0  # the only start candidate comes after the only end
+    predictions, nbest, null_odds = postprocess([example], features, start, end, n_best_size=1)
+    assert predictions == {"q": ""} and nbest["q"] == [
+        {"text": "", "probability": 1.0, "start_logit": 0.0, "end_logit": 0.0}
+    ]
+    predictions, _, null_odds = postprocess([example], features, start, end, n_best_size=1, version_2=True)
+    assert predictions == {"q": ""} and null_odds == {"q": 0.0}
