@@ -1,0 +1,144 @@
+"""SQuAD fine-tuning and inference glue between `bert.squad` (features) and `bert.training` (the loop).
+
+- `QuestionAnsweringBatches`: the windows of `SquadFeatures` as shuffled micro-batches of tensors,
+  one rank's share of each global batch, reshuffled every epoch from (seed, epoch), resumable at a
+  sample position; each batch is cut to its longest sequence (padding beyond it does nothing but
+  cost time: the sample world's windows fill a third of 192 tokens).
+- `question_answering_loss`: the loss function `bert.training.train` calls.
+- `predict_logits`: batched inference over features, under `torch.inference_mode`.
+- `model_tokenizer`: the tokenizer a Hugging Face BERT directory was trained with.
+"""
+
+import json
+import logging
+import math
+from pathlib import Path
+
+import numpy as np
+import torch
+from tokenizers import Tokenizer
+from torch import nn
+from tqdm import tqdm
+
+from bert.squad import SquadFeatures
+from bert.tokenization import load_tokenizer
+
+log = logging.getLogger(__name__)
+
+TRAINING_ARRAYS = ("input_ids", "token_type_ids", "attention_mask", "start_positions", "end_positions")
+
+
+def model_tokenizer(directory: str | Path, default_lower_case: bool = True) -> tuple[Tokenizer, bool]:
+    """The tokenizer of a Hugging Face BERT directory: its vocab.txt, lower-cased as its
+    tokenizer_config.json's `do_lower_case` says (`default_lower_case` when it does not say)."""
+    directory = Path(directory)
+    lower_case = default_lower_case
+    config_file = directory / "tokenizer_config.json"
+    if config_file.is_file():
+        lower_case = bool(
+            json.loads(config_file.read_text(encoding="utf-8")).get("do_lower_case", lower_case)
+        )
+    return load_tokenizer(directory / "vocab.txt", lower_case=lower_case), lower_case
+
+
+def trimmed_length(attention_mask: np.ndarray) -> int:
+    """The length of the longest sequence in a batch (1 at least)."""
+    used = np.flatnonzero(attention_mask.any(axis=0))
+    return int(used[-1]) + 1 if len(used) else 1
+
+
+class QuestionAnsweringBatches:
+    """Micro-batches of SQuAD training windows for `bert.training.train`.
+
+    Epoch e visits every window once in the order of a permutation drawn from (seed, e); global
+    batch j is windows [j*B*W, (j+1)*B*W) of it, of which rank r takes the r-th slice of B. The
+    last incomplete global batch is dropped, so every rank takes the same number of steps."""
+
+    def __init__(
+        self, features: SquadFeatures, batch_size: int, seed: int, rank: int = 0, world_size: int = 1
+    ):
+        if batch_size < 1:
+            raise ValueError(f"batch_size must be >= 1, got {batch_size}")
+        self.arrays = {name: getattr(features, name) for name in TRAINING_ARRAYS}
+        self.batch_size, self.seed, self.rank, self.world_size = batch_size, seed, rank, world_size
+        self.epoch, self.start_batch = 0, 0
+        self.batches_per_epoch = len(features) // (batch_size * world_size)
+        if self.batches_per_epoch == 0:
+            raise ValueError(
+                f"{len(features)} training windows make no global batch of {batch_size} x {world_size} ranks"
+            )
+
+    def __len__(self) -> int:
+        return self.batches_per_epoch
+
+    def set_epoch(self, epoch: int) -> None:
+        self.epoch, self.start_batch = epoch, 0
+
+    def skip_samples(self, samples: int) -> None:
+        """Start the current epoch after `samples` windows (counted over all ranks)."""
+        self.start_batch = samples // (self.batch_size * self.world_size)
+
+    def __iter__(self):
+        order = np.random.default_rng([self.seed, self.epoch]).permutation(len(self.arrays["input_ids"]))
+        global_batch = self.batch_size * self.world_size
+        for j in range(self.start_batch, self.batches_per_epoch):
+            first = j * global_batch + self.rank * self.batch_size
+            rows = np.sort(order[first : first + self.batch_size])  # sorted rows: faster gathers
+            batch = {name: array[rows] for name, array in self.arrays.items()}
+            length = trimmed_length(batch["attention_mask"])
+            yield {
+                name: torch.from_numpy(array[:, :length] if array.ndim == 2 else array).long()
+                for name, array in batch.items()
+            }
+        self.start_batch = 0
+
+
+def steps_for_epochs(
+    num_windows: int, epochs: float, batch_size: int, grad_accum_steps: int, world_size: int
+) -> int:
+    """Optimizer steps that cover `epochs` passes over the training windows (at least 1)."""
+    micro_batches_per_epoch = num_windows // (batch_size * world_size)
+    return max(1, math.ceil(epochs * micro_batches_per_epoch / grad_accum_steps))
+
+
+def question_answering_loss(model: nn.Module, batch: dict) -> tuple[torch.Tensor, dict]:
+    """The mean of the start and end cross-entropies, and how often the model already picks the
+    exact gold span (start and end both right)."""
+    out = model(**batch)
+    with torch.no_grad():
+        exact = (out.start_logits.argmax(-1) == batch["start_positions"]) & (
+            out.end_logits.argmax(-1) == batch["end_positions"]
+        )
+    return out.loss, {"span_accuracy": (exact.sum(), exact.numel())}
+
+
+def predict_logits(
+    model: nn.Module,
+    features: SquadFeatures,
+    batch_size: int = 64,
+    device: torch.device | str = "cpu",
+    precision: str = "fp32",
+    progress: bool = True,
+) -> tuple[np.ndarray, np.ndarray]:
+    """Start and end logits [F, S] (float32) of every window. Each batch runs cut to its longest
+    sequence; the positions after it (padding) get -inf."""
+    device = torch.device(device)
+    amp_dtype = {"fp32": None, "bf16": torch.bfloat16, "fp16": torch.float16}[precision]
+    num_features, seq_len = features.input_ids.shape
+    start_logits = np.full((num_features, seq_len), -np.inf, dtype=np.float32)
+    end_logits = np.full((num_features, seq_len), -np.inf, dtype=np.float32)
+    model.eval()
+    batches = range(0, num_features, batch_size)
+    with torch.inference_mode():
+        for first in tqdm(batches, desc="predict", unit="batch", disable=not progress):
+            rows = slice(first, first + batch_size)
+            length = trimmed_length(features.attention_mask[rows])
+            inputs = {
+                name: torch.from_numpy(getattr(features, name)[rows, :length]).long().to(device)
+                for name in ("input_ids", "token_type_ids", "attention_mask")
+            }
+            with torch.autocast(device.type, dtype=amp_dtype, enabled=amp_dtype is not None):
+                out = model(**inputs)
+            start_logits[rows, :length] = out.start_logits.float().cpu().numpy()
+            end_logits[rows, :length] = out.end_logits.float().cpu().numpy()
+    return start_logits, end_logits

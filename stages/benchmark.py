@@ -1,0 +1,65 @@
+"""Stage benchmark: SQuAD fine-tuning and inference speed of the fine-tuned model -> metrics/benchmark.json.
+
+    python -m stages.benchmark
+
+Inference (ours and transformers' BertForQuestionAnswering with SDPA, same weights, same run):
+sequences/s and latency p50/p99 at benchmark.batch_size and at batch 1; training: sequences/s of
+a full fine-tuning step. Sequences of benchmark.seq_length tokens, finetune.precision, on CUDA
+when present.
+"""
+
+import json
+import logging
+import os
+from pathlib import Path
+
+import torch
+
+from bench.squad_inference import benchmark_inference
+from bench.squad_train import time_training
+from bert.errors import UserError
+from bert.modeling import BertForQuestionAnswering
+from stages import run_stage
+from stages.params import load_params
+
+log = logging.getLogger("benchmark")
+MODEL_DIR = Path("data/models/squad")
+METRICS_FILE = Path("metrics/benchmark.json")
+
+
+def main() -> None:
+    params = load_params()
+    spec, precision = params.benchmark, params.finetune.precision
+    if not (MODEL_DIR / "config.json").is_file():
+        raise UserError(f"{MODEL_DIR}: no model; run the finetune_squad stage first")
+    device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    inference = benchmark_inference(
+        MODEL_DIR, spec.batch_size, spec.seq_length, spec.steps, spec.warmup_steps, precision, device
+    )
+    model = BertForQuestionAnswering.from_pretrained(MODEL_DIR).to(device)
+    training = time_training(
+        model, spec.batch_size, spec.seq_length, spec.steps, spec.warmup_steps, precision
+    )
+    metrics = {
+        "device": torch.cuda.get_device_name(device)
+        if device.type == "cuda"
+        else f"cpu ({torch.get_num_threads()} threads)",
+        "precision": precision,
+        "batch_size": spec.batch_size,
+        "seq_length": spec.seq_length,
+        "train_sequences_per_second": training["sequences_per_second"],
+        "inference": inference["ours"],
+        "inference_transformers": inference["transformers"],
+        "inference_speedup_vs_transformers": inference["speedup"],
+    }
+    METRICS_FILE.parent.mkdir(parents=True, exist_ok=True)
+    temp = METRICS_FILE.with_name(f".{METRICS_FILE.name}.tmp")
+    temp.write_text(json.dumps(metrics, indent=2) + "\n")
+    os.replace(temp, METRICS_FILE)
+    log.info("train %.1f seq/s; inference %.1f seq/s (transformers %.1f, x%.2f) -> %s",
+             metrics["train_sequences_per_second"], inference["ours"]["sequences_per_second"],
+             inference["transformers"]["sequences_per_second"], inference["speedup"], METRICS_FILE)  # fmt: skip
+
+
+if __name__ == "__main__":
+    run_stage(main)

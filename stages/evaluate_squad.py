@@ -1,0 +1,53 @@
+"""Stage evaluate_squad: the official SQuAD EM/F1 of data/predictions on data/squad/dev.json.
+
+    python -m stages.evaluate_squad
+
+-> metrics/squad.json: what `python -m bert.squad dev.json predictions.json [--na-prob-file
+null_odds.json]` prints (the official evaluate-v1.1.py / evaluate-v2.0.py figures), with v2.0's
+`exact` named `exact_match` and `total` named `questions` as in v1.1, so one pair of keys holds EM
+and F1 for `dvc metrics diff` across versions; plus `version`.
+"""
+
+import json
+import logging
+import os
+from pathlib import Path
+
+from bert.errors import UserError
+from bert.squad import dataset_version, evaluate, read_json
+from stages import run_stage
+
+log = logging.getLogger("evaluate_squad")
+DEV_FILE = Path("data/squad/dev.json")
+PREDICTIONS_DIR = Path("data/predictions")
+METRICS_FILE = Path("metrics/squad.json")
+
+
+def squad_metrics(dev_file: Path, predictions_dir: Path) -> dict:
+    dataset = read_json(dev_file)
+    version = dataset_version(dataset)
+    predictions = read_json(predictions_dir / "predictions.json")
+    na_probs = None
+    if version == "v2.0":
+        odds_file = predictions_dir / "null_odds.json"
+        if not odds_file.is_file():
+            raise UserError(f"{odds_file}: missing for a v2.0 dev set; re-run predict_squad")
+        na_probs = read_json(odds_file)
+    official = evaluate(dataset, predictions, na_probs)
+    questions = sum(len(p["qas"]) for article in dataset["data"] for p in article["paragraphs"])
+    renamed = {"exact": "exact_match", "total": "questions"}
+    return {"version": version, "questions": questions, **{renamed.get(k, k): v for k, v in official.items()}}
+
+
+def main() -> None:
+    metrics = squad_metrics(DEV_FILE, PREDICTIONS_DIR)
+    METRICS_FILE.parent.mkdir(parents=True, exist_ok=True)
+    temp = METRICS_FILE.with_name(f".{METRICS_FILE.name}.tmp")
+    temp.write_text(json.dumps(metrics, indent=2) + "\n")
+    os.replace(temp, METRICS_FILE)
+    log.info("SQuAD %s, %d questions: EM %.2f, F1 %.2f -> %s", metrics["version"], metrics["questions"],
+             metrics["exact_match"], metrics["f1"], METRICS_FILE)  # fmt: skip
+
+
+if __name__ == "__main__":
+    run_stage(main)

@@ -1,0 +1,164 @@
+"""Stage finetune_squad: fine-tune BertForQuestionAnswering on SQuAD train.
+
+    python -m stages.finetune_squad
+
+finetune.init picks the start: `phase2` -> data/models/hf (our pretrained model), `hf:<dir>` -> any
+Hugging Face BERT directory, a key of `weights` -> data/weights/<key>/ (Google's BERT), `random` ->
+a fresh model.size model over data/models/hf's vocabulary (the baseline pretraining must beat).
+data/squad/train.json -> data/models/squad/ (Hugging Face format, with vocab.txt), checkpoints in
+data/checkpoints/squad/ (resumed), dvclive/finetune_squad/, metrics/finetune_squad.json.
+With distributed.nproc_per_node x nnodes > 1 the stage starts itself again under torchrun.
+"""
+
+import hashlib
+import json
+import logging
+from pathlib import Path
+
+import torch
+import torch.distributed as dist
+
+from bert.errors import UserError
+from bert.finetune import QuestionAnsweringBatches, model_tokenizer, question_answering_loss, steps_for_epochs
+from bert.modeling import BertConfig, BertForQuestionAnswering
+from bert.optim import build_optimizer, warmup_poly_schedule
+from bert.squad import load_examples, make_features
+from bert.training import TrainConfig, relaunch_with_torchrun, setup_distributed, train, under_torchrun
+from stages import run_stage
+from stages.params import load_params
+
+log = logging.getLogger("finetune_squad")
+TRAIN_FILE = Path("data/squad/train.json")
+PRETRAINED_DIR = Path("data/models/hf")
+OUT_DIR = Path("data/models/squad")
+
+
+def main() -> None:
+    params = load_params()
+    d = params.distributed
+    if d.nproc_per_node * d.nnodes > 1 and not under_torchrun():
+        status = relaunch_with_torchrun(
+            ["stages.finetune_squad"], d.nproc_per_node, d.nnodes, d.rdzv_endpoint
+        )
+        if status:
+            raise UserError(
+                f"fine-tuning failed on at least one rank (exit status {status}); see the rank's error above"
+            )
+        return
+    distributed = setup_distributed(d.backend)
+    try:
+        finetune(params, distributed)
+    finally:
+        if dist.is_initialized():
+            dist.destroy_process_group()
+
+
+def init_directory(init: str, weights: dict) -> Path:
+    """The Hugging Face directory finetune.init names (for `random`: the one lending its vocabulary)."""
+    if init in ("phase2", "random"):
+        directory = PRETRAINED_DIR
+        hint = "run the export_hf stage (dvc repro export_hf)"
+    elif init.startswith("hf:"):
+        directory, hint = Path(init[3:]), "point finetune.init at a Hugging Face BERT directory"
+    elif init in weights:
+        directory, hint = Path("data/weights") / init, "run the download_weights stage"
+    else:
+        raise UserError(
+            f"params.yaml: finetune.init {init!r} is not phase2, random, hf:<dir> or a key of `weights`"
+        )
+    if not (directory / "vocab.txt").is_file() or not (directory / "config.json").is_file():
+        raise UserError(f"{directory}: no config.json + vocab.txt for finetune.init={init}; {hint}")
+    return directory
+
+
+def finetune(params, distributed) -> None:
+    spec, squad = params.finetune, params.squad
+    source = init_directory(spec.init, params.weights)
+    tokenizer, lower_case = model_tokenizer(source, params.vocab.lower_case)
+    vocab_size = tokenizer.get_vocab_size()
+
+    torch.manual_seed(spec.seed)  # the same fresh weights (QA head, or all for `random`) on every rank
+    if spec.init == "random":
+        model = BertForQuestionAnswering(BertConfig.resolve(params.model.size, vocab_size))
+    else:
+        model = BertForQuestionAnswering.from_pretrained(source)
+    if model.config.vocab_size < vocab_size:
+        raise UserError(
+            f"{source}: config.json has vocab_size {model.config.vocab_size}, vocab.txt {vocab_size} tokens"
+        )
+    if squad.max_seq_length > model.config.max_position_embeddings:
+        raise UserError(
+            f"params.yaml: squad.max_seq_length {squad.max_seq_length} exceeds the model's "
+            f"max_position_embeddings {model.config.max_position_embeddings} ({source})"
+        )
+    model.to(distributed.device)
+
+    if not TRAIN_FILE.is_file():
+        raise UserError(f"{TRAIN_FILE}: not found; run the download_squad stage first")
+    examples = load_examples(TRAIN_FILE)
+    features = make_features(
+        examples,
+        tokenizer,
+        squad.max_seq_length,
+        squad.doc_stride,
+        squad.max_query_length,
+        progress=distributed.is_main,
+    )
+    batches = QuestionAnsweringBatches(
+        features, spec.batch_size, spec.seed, distributed.rank, distributed.world_size
+    )
+    max_steps = steps_for_epochs(
+        len(features), spec.epochs, spec.batch_size, spec.grad_accum_steps, distributed.world_size
+    )
+    optimizer = build_optimizer(model, "adamw", spec.learning_rate, spec.weight_decay, fused=True)
+    scheduler = warmup_poly_schedule(
+        optimizer, round(spec.warmup_proportion * max_steps), max_steps, power=1.0
+    )
+    global_batch = spec.batch_size * spec.grad_accum_steps * distributed.world_size
+    if distributed.is_main:
+        log.info(
+            "init=%s (%s, %.1fM parameters), %d questions -> %d windows, global batch %d = %d x %d accum x %d ranks, "
+            "%g epochs = %d steps",
+            spec.init, source, model.num_parameters() / 1e6, len(examples), len(features), global_batch,
+            spec.batch_size, spec.grad_accum_steps, distributed.world_size, spec.epochs, max_steps,
+        )  # fmt: skip
+    config = TrainConfig(
+        max_steps=max_steps,
+        grad_accum_steps=spec.grad_accum_steps,
+        precision=spec.precision,
+        grad_clip=1.0,
+        log_every=spec.log_every,
+        save_every=spec.save_every,
+        checkpoint_dir=Path("data/checkpoints/squad"),
+        resume=True,
+        seed=spec.seed,
+        live_dir=Path("dvclive/finetune_squad"),
+        metrics_file=Path("metrics/finetune_squad.json"),
+        run_signature=signature(params, source, global_batch),
+    )
+    train(model, batches, question_answering_loss, optimizer, scheduler, config)
+    if distributed.is_main:
+        model.save_pretrained(OUT_DIR, vocab_file=source / "vocab.txt", lower_case=lower_case)
+        log.info("wrote %s", OUT_DIR)
+
+
+def signature(params, source: Path, global_batch: int) -> str:
+    """What makes a checkpoint belong to this run (not the world size: resuming elsewhere is fine)."""
+    spec, squad = params.finetune, params.squad
+    # Contents of the small files, sizes of the (possibly GB-sized) weights: mtimes change on a `dvc checkout`.
+    small = [TRAIN_FILE, source / "config.json", source / "vocab.txt"]
+    weights = sorted(p for p in source.iterdir() if p.is_file() and p not in small)
+    described = {
+        "init": spec.init,
+        "model": params.model.size if spec.init == "random" else None,
+        "files": [hashlib.sha256(p.read_bytes()).hexdigest() for p in small],
+        "weights": [(p.name, p.stat().st_size) for p in weights],
+        "squad": [squad.max_seq_length, squad.doc_stride, squad.max_query_length],
+        "optimizer": [spec.learning_rate, spec.warmup_proportion, spec.weight_decay, spec.epochs, spec.seed],
+        "global_batch": global_batch,
+    }
+    return hashlib.sha256(json.dumps(described, sort_keys=True).encode()).hexdigest()[:16]
+
+
+if __name__ == "__main__":
+    run_stage(main)

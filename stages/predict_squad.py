@@ -1,0 +1,93 @@
+"""Stage predict_squad: answer SQuAD dev with the fine-tuned model.
+
+    python -m stages.predict_squad
+
+data/models/squad + data/squad/dev.json -> data/predictions/{predictions.json, nbest_predictions.json,
+and for v2.0 null_odds.json} (null score minus the best span's score, per question), with predict.*.
+"""
+
+import json
+import logging
+import os
+import shutil
+import tempfile
+import time
+from pathlib import Path
+
+import torch
+
+from bert.errors import UserError
+from bert.finetune import model_tokenizer, predict_logits
+from bert.modeling import BertForQuestionAnswering
+from bert.squad import dataset_version, load_examples, make_features, postprocess, read_json
+from stages import run_stage
+from stages.params import load_params
+
+log = logging.getLogger("predict_squad")
+MODEL_DIR = Path("data/models/squad")
+DEV_FILE = Path("data/squad/dev.json")
+OUT_DIR = Path("data/predictions")
+
+
+def main() -> None:
+    params = load_params()
+    if not (MODEL_DIR / "config.json").is_file():
+        raise UserError(f"{MODEL_DIR}: no model; run the finetune_squad stage first")
+    version = dataset_version(read_json(DEV_FILE))
+    tokenizer, _ = model_tokenizer(MODEL_DIR, params.vocab.lower_case)
+    model = BertForQuestionAnswering.from_pretrained(MODEL_DIR)
+    device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    model.to(device)
+
+    squad, spec = params.squad, params.predict
+    examples = load_examples(DEV_FILE)
+    features = make_features(
+        examples, tokenizer, squad.max_seq_length, squad.doc_stride, squad.max_query_length
+    )
+    started = time.perf_counter()
+    start_logits, end_logits = predict_logits(model, features, spec.batch_size, device)
+    seconds = time.perf_counter() - started
+    log.info(
+        "%d windows in %.1f s (%.1f windows/s on %s)", len(features), seconds, len(features) / seconds, device
+    )
+    predictions, nbest, null_odds = postprocess(
+        examples,
+        features,
+        start_logits,
+        end_logits,
+        n_best_size=spec.n_best_size,
+        max_answer_length=spec.max_answer_length,
+        version_2=version == "v2.0",
+        null_score_diff_threshold=spec.null_score_diff_threshold,
+    )
+    outputs = {"predictions.json": predictions, "nbest_predictions.json": nbest}
+    if version == "v2.0":
+        outputs["null_odds.json"] = null_odds
+    write_folder(OUT_DIR, outputs)
+    log.info("%s %d questions -> %s: %s", version, len(examples), OUT_DIR, ", ".join(outputs))
+
+
+def write_folder(directory: Path, files: dict[str, object]) -> None:
+    """Write JSON files into a new folder beside `directory`, then swap it into place: the folder
+    is complete or absent, never half-written (and a v1.1 run leaves no stale null_odds.json)."""
+    directory.parent.mkdir(parents=True, exist_ok=True)
+    staging = Path(tempfile.mkdtemp(prefix=f".{directory.name}.", dir=directory.parent))
+    try:
+        for name, content in files.items():
+            with open(staging / name, "w", encoding="utf-8") as file:
+                json.dump(content, file, indent=2, ensure_ascii=False)
+                file.write("\n")
+        os.chmod(staging, 0o755)
+        if directory.exists():
+            retired = Path(tempfile.mkdtemp(prefix=f".{directory.name}.old.", dir=directory.parent))
+            os.replace(directory, retired / directory.name)
+            os.replace(staging, directory)
+            shutil.rmtree(retired)
+        else:
+            os.replace(staging, directory)
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    run_stage(main)

@@ -1,0 +1,129 @@
+"""The SQuAD stages end to end, as DVC runs them, in a throw-away project folder: a tiny random
+BERT saved as a Hugging Face directory (finetune.init: hf:<dir>) and a few questions of the
+bundled sample world. finetune_squad -> predict_squad -> evaluate_squad -> benchmark."""
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+import yaml
+
+from bert.modeling import BertConfig, BertForQuestionAnswering
+
+REPO = Path(__file__).resolve().parents[1]
+SAMPLE = REPO / "data/sample/squad"
+
+
+def subset(source: Path, target: Path, articles: int) -> None:
+    dataset = json.loads(source.read_text(encoding="utf-8"))
+    dataset["data"] = dataset["data"][:articles]
+    target.parent.mkdir(parents=True, exist_ok=True)
+    target.write_text(json.dumps(dataset), encoding="utf-8")
+
+
+def make_project(root: Path, vocab_file: Path, version: str) -> Path:
+    params = yaml.safe_load((REPO / "params.yaml").read_text())
+    for corpus in params["corpora"].values():  # these stages do not read them; they must exist
+        corpus["sources"] = ["params.yaml"]
+    params["squad"].update(version=version, max_seq_length=64, doc_stride=32, max_query_length=16)
+    params["finetune"].update(init="hf:init", epochs=1, batch_size=4, log_every=1, save_every=2)
+    params["predict"].update(batch_size=8)
+    params["benchmark"].update(batch_size=2, seq_length=32, warmup_steps=0, steps=2)
+    root.mkdir(parents=True)
+    (root / "params.yaml").write_text(yaml.safe_dump(params))
+    subset(SAMPLE / version / f"train-{version}.json", root / "data/squad/train.json", articles=8)
+    subset(SAMPLE / version / f"dev-{version}.json", root / "data/squad/dev.json", articles=3)
+    torch.manual_seed(0)
+    config = BertConfig(vocab_size=len(vocab_file.read_text().splitlines()), hidden_size=16, num_hidden_layers=1,
+                        num_attention_heads=2, intermediate_size=32, max_position_embeddings=64)  # fmt: skip
+    BertForQuestionAnswering(config).save_pretrained(root / "init", vocab_file=vocab_file, lower_case=True)
+    return root
+
+
+def run(root: Path, module: str, *args: str) -> subprocess.CompletedProcess:
+    env = {**os.environ, "PYTHONPATH": str(REPO), "OMP_NUM_THREADS": "1"}
+    done = subprocess.run(
+        [sys.executable, "-m", module, *args], cwd=root, env=env, capture_output=True, text=True, timeout=300
+    )
+    assert done.returncode == 0, f"{module} failed:\n{done.stderr[-3000:]}"
+    return done
+
+
+def read(path: Path):
+    return json.loads(path.read_text(encoding="utf-8"))
+
+
+@pytest.mark.parametrize("version", ["v1.1", "v2.0"])
+def test_finetune_predict_evaluate(tmp_path, uncased_vocab, version):
+    root = make_project(tmp_path / "project", uncased_vocab, version)
+    run(root, "stages.finetune_squad")
+    model = root / "data/models/squad"
+    assert {"config.json", "model.safetensors", "vocab.txt", "tokenizer_config.json"} <= {
+        p.name for p in model.iterdir()
+    }
+    assert (root / "dvclive/finetune_squad/plots/metrics/train/loss.tsv").is_file()
+    trained = read(root / "metrics/finetune_squad.json")
+    assert trained["steps"] >= 1 and trained["sequences_per_second"] > 0 and trained["loss"] > 0
+    assert list((root / "data/checkpoints/squad").glob("step-*.pt"))
+
+    run(root, "stages.predict_squad")
+    predictions_dir = root / "data/predictions"
+    dev = read(root / "data/squad/dev.json")
+    qids = {qa["id"] for article in dev["data"] for p in article["paragraphs"] for qa in p["qas"]}
+    predictions, nbest = (
+        read(predictions_dir / "predictions.json"),
+        read(predictions_dir / "nbest_predictions.json"),
+    )
+    assert set(predictions) == set(nbest) == qids
+    assert all(
+        predictions[q] == next((e["text"] for e in nbest[q] if e["text"]), "") or predictions[q] == ""
+        for q in qids
+    )
+    assert (predictions_dir / "null_odds.json").is_file() == (version == "v2.0")
+
+    run(root, "stages.evaluate_squad")
+    metrics = read(root / "metrics/squad.json")
+    args = ["data/squad/dev.json", "data/predictions/predictions.json"]
+    if version == "v2.0":
+        args += ["--na-prob-file", "data/predictions/null_odds.json"]
+    official = json.loads(run(root, "bert.squad", *args).stdout)
+    assert metrics["version"] == version and metrics["questions"] == len(qids)
+    renamed = {"exact": "exact_match", "total": "questions"}
+    official = {"questions": len(qids), **{renamed.get(k, k): v for k, v in official.items()}}
+    assert official == {k: v for k, v in metrics.items() if k != "version"}
+    if version == "v2.0":
+        assert {"HasAns_f1", "NoAns_f1", "best_f1", "best_f1_thresh"} <= set(metrics)
+
+
+def test_finetune_resumes_and_benchmark(tmp_path, uncased_vocab):
+    root = make_project(tmp_path / "project", uncased_vocab, "v1.1")
+    run(root, "stages.finetune_squad")
+    first = (root / "data/models/squad/model.safetensors").read_bytes()
+    again = run(root, "stages.finetune_squad")  # the final checkpoint is there: nothing left to train
+    assert "resumed from step" in again.stderr
+    assert (root / "data/models/squad/model.safetensors").read_bytes() == first
+
+    run(root, "stages.benchmark")
+    bench = read(root / "metrics/benchmark.json")
+    assert bench["seq_length"] == 32 and bench["batch_size"] == 2
+    for side in ("inference", "inference_transformers"):
+        assert {"sequences_per_second", "latency_p50_ms", "latency_p99_ms", "batch1_latency_p50_ms",
+                "batch1_latency_p99_ms"} <= set(bench[side])  # fmt: skip
+    assert bench["train_sequences_per_second"] > 0 and bench["inference_speedup_vs_transformers"] > 0
+
+
+def test_missing_init_is_one_clear_line(tmp_path, uncased_vocab):
+    root = make_project(tmp_path / "project", uncased_vocab, "v1.1")
+    params = yaml.safe_load((root / "params.yaml").read_text())
+    params["finetune"]["init"] = "random"  # needs data/models/hf, which this project lacks
+    (root / "params.yaml").write_text(yaml.safe_dump(params))
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    done = subprocess.run(
+        [sys.executable, "-m", "stages.finetune_squad"], cwd=root, env=env, capture_output=True, text=True
+    )
+    assert done.returncode == 1
+    assert "data/models/hf" in done.stderr and "export_hf" in done.stderr and "Traceback" not in done.stderr
