@@ -98,10 +98,10 @@ def make_batch(config: BertConfig, batch: int, seq_len: int, device: torch.devic
 def make_optimizer(name: str, model: torch.nn.Module) -> torch.optim.Optimizer:
     if name == "lamb":
         if importlib.util.find_spec("bert.optim") is None:
-            raise SystemExit("--optimizer lamb needs bert/optim.py, which this checkout does not have yet")
-        from bert import optim  # LAMB lives on the training branch
+            raise SystemExit("--optimizer lamb needs bert/optim.py, which this checkout does not have")
+        from bert.optim import build_optimizer  # imported only when asked for
 
-        return optim.Lamb(model.parameters(), lr=1e-4, weight_decay=0.01)
+        return build_optimizer(model, "lamb", learning_rate=1e-4, weight_decay=0.01)
     return torch.optim.AdamW(model.parameters(), lr=1e-4, weight_decay=0.01)
 
 

@@ -213,3 +213,28 @@ def test_training_flops_match_6_params_tokens_plus_attention():
     expected = 6 * encoder_params * s + 12 * config.num_hidden_layers * s * s * h
     flops = training_flops_per_sequence(config, s, masked_per_seq=0)
     assert abs(flops - expected) / expected < 0.01
+
+
+def test_pretrain_step_bench_runs_both_models(tmp_path):
+    pytest.importorskip("transformers")
+    from bench.pretrain_step import main
+
+    config_file = tmp_path / "config.json"
+    config_file.write_text(json.dumps(SMALL))
+    out = tmp_path / "bench.json"
+    args = [
+        "--size",
+        str(config_file),
+        "--vocab-size",
+        "97",
+        "--batch",
+        "2",
+        "--seq-len",
+        "20",
+        "--device",
+        "cpu",
+    ]
+    results = main([*args, "--steps", "1", "--warmup", "1", "--json", str(out)])
+    assert json.loads(out.read_text()) == results
+    assert results["masked_per_seq"] == 3  # ceil(0.15 x 20)
+    assert set(results["models"]) == {"ours", "transformers"} and results["speedup"] > 0
