@@ -26,7 +26,11 @@ INDEX_FILES = ("model.safetensors.index.json", "pytorch_model.bin.index.json")
 
 # Tensors in HF checkpoints that carry nothing of their own: a buffer of 0..511, and the MLM
 # decoder, whose weight is the word embedding matrix and whose bias is `cls.predictions.bias`.
-REDUNDANT_HF_KEYS = ("embeddings.position_ids", "cls.predictions.decoder.weight", "cls.predictions.decoder.bias")
+REDUNDANT_HF_KEYS = (
+    "embeddings.position_ids",
+    "cls.predictions.decoder.weight",
+    "cls.predictions.decoder.bias",
+)
 
 
 def _encoder_names(config: BertConfig, ours: str, theirs: str) -> list[tuple[str, tuple[str, ...]]]:
@@ -59,7 +63,9 @@ def _pooler_names(ours: str, theirs: str) -> list[tuple[str, tuple[str, ...]]]:
     return [(f"{ours}pooler.{kind}", (f"{theirs}pooler.dense.{kind}",)) for kind in ("weight", "bias")]
 
 
-def parameter_names(model: BertModel | BertForPreTraining | BertForQuestionAnswering) -> list[tuple[str, tuple[str, ...]]]:
+def parameter_names(
+    model: BertModel | BertForPreTraining | BertForQuestionAnswering,
+) -> list[tuple[str, tuple[str, ...]]]:
     """For every tensor of `model`: (our state_dict key, the HF keys it is made of, in order).
     HF's task models keep the encoder under `bert.`, as ours do; its bare BertModel has none."""
     if isinstance(model, BertModel):
@@ -173,7 +179,9 @@ def load_pretrained(cls, directory: str | Path, **kwargs):
     return model.eval()
 
 
-def save_pretrained(model, directory: str | Path, vocab_file: str | Path | None = None, lower_case: bool = True) -> None:
+def save_pretrained(
+    model, directory: str | Path, vocab_file: str | Path | None = None, lower_case: bool = True
+) -> None:
     """`model.save_pretrained(directory)`: see BertPreTrainedModel.save_pretrained. The folder is
     written beside its final place and renamed into it, so it is either complete or absent."""
     directory = Path(directory)

@@ -65,7 +65,9 @@ class BertConfig:
                 f"hidden_size {self.hidden_size} is not a multiple of num_attention_heads {self.num_attention_heads}"
             )
         if self.hidden_act not in ACTIVATIONS:
-            raise UserError(f"hidden_act {self.hidden_act!r} is not supported; use one of {sorted(ACTIVATIONS)}")
+            raise UserError(
+                f"hidden_act {self.hidden_act!r} is not supported; use one of {sorted(ACTIVATIONS)}"
+            )
 
     @classmethod
     def preset(cls, name: str, vocab_size: int) -> "BertConfig":
@@ -220,7 +222,9 @@ class BertPreTrainedModel(nn.Module):
 
         return hf.load_pretrained(cls, directory, **kwargs)
 
-    def save_pretrained(self, directory: str | Path, vocab_file: str | Path | None = None, lower_case: bool = True):
+    def save_pretrained(
+        self, directory: str | Path, vocab_file: str | Path | None = None, lower_case: bool = True
+    ):
         """Write a Hugging Face BERT directory that `transformers` loads with identical outputs:
         config.json, model.safetensors and, given `vocab_file`, vocab.txt + tokenizer_config.json."""
         from bert import hf
@@ -233,7 +237,9 @@ class BertModel(BertPreTrainedModel):
         super().__init__()
         self.config = config
         self.embeddings = Embeddings(config, apex_layer_norm)
-        self.layers = nn.ModuleList(EncoderLayer(config, apex_layer_norm) for _ in range(config.num_hidden_layers))
+        self.layers = nn.ModuleList(
+            EncoderLayer(config, apex_layer_norm) for _ in range(config.num_hidden_layers)
+        )
         # The pooler feeds NSP; question answering has no use for it (nor has HF's QA model).
         self.pooler = nn.Linear(config.hidden_size, config.hidden_size) if with_pooler else None
         init_weights(self, config.initializer_range)
@@ -345,7 +351,9 @@ class BertForQuestionAnswering(BertPreTrainedModel):
             # As in transformers: a position past the end of the sequence (an answer cut off by
             # the window) is clamped to S and ignored; a negative one is clamped to 0.
             s = start_logits.shape[1]
-            start_loss = F.cross_entropy(start_logits.float(), start_positions.long().clamp(0, s), ignore_index=s)
+            start_loss = F.cross_entropy(
+                start_logits.float(), start_positions.long().clamp(0, s), ignore_index=s
+            )
             end_loss = F.cross_entropy(end_logits.float(), end_positions.long().clamp(0, s), ignore_index=s)
             loss = (start_loss + end_loss) / 2
         return QuestionAnsweringOutput(loss, start_logits, end_logits)

@@ -17,7 +17,10 @@ torch.set_num_threads(2)
 
 SENTENCES = [
     ("The quick brown fox jumps over the lazy dog.", None),
-    ("Where was Marie Curie born?", "Maria Skłodowska was born in Warsaw, in the Kingdom of Poland, in 1867."),
+    (
+        "Where was Marie Curie born?",
+        "Maria Skłodowska was born in Warsaw, in the Kingdom of Poland, in 1867.",
+    ),
     ("BERT", None),
     ("Tokenisation splits unaffordable words into wordpieces.", "It keeps frequent ones whole."),
 ]
@@ -89,7 +92,9 @@ def trained_pretraining_model(batch):
     nsp = torch.tensor([0, 1, 1, 0])
     torch.manual_seed(1)
     model = BertForPreTraining(BertConfig.preset("tiny", vocab_size=30522))
-    train_a_little(model, lambda: model(input_ids, token_type_ids, attention_mask, positions, labels, nsp).loss)
+    train_a_little(
+        model, lambda: model(input_ids, token_type_ids, attention_mask, positions, labels, nsp).loss
+    )
     return model, (input_ids, token_type_ids, attention_mask, positions, labels, nsp)
 
 
@@ -98,7 +103,9 @@ def test_exported_pretraining_model_gives_the_same_logits_in_transformers(
 ):
     model, (input_ids, token_type_ids, attention_mask, positions, labels, nsp) = trained_pretraining_model
     model.save_pretrained(tmp_path / "exported", vocab_file=uncased_vocab)
-    theirs, info = transformers.BertForPreTraining.from_pretrained(tmp_path / "exported", output_loading_info=True)
+    theirs, info = transformers.BertForPreTraining.from_pretrained(
+        tmp_path / "exported", output_loading_info=True
+    )
     assert not info["missing_keys"] and not info["unexpected_keys"] and not info["mismatched_keys"]
     assert theirs.cls.predictions.decoder.weight is theirs.bert.embeddings.word_embeddings.weight
 
@@ -136,7 +143,9 @@ def test_exported_question_answering_model_gives_the_same_logits_in_transformers
     model = BertForQuestionAnswering(BertConfig.preset("tiny", vocab_size=30522))
     train_a_little(model, lambda: model(input_ids, token_type_ids, attention_mask, starts, ends).loss)
     model.save_pretrained(tmp_path / "qa")
-    theirs, info = transformers.BertForQuestionAnswering.from_pretrained(tmp_path / "qa", output_loading_info=True)
+    theirs, info = transformers.BertForQuestionAnswering.from_pretrained(
+        tmp_path / "qa", output_loading_info=True
+    )
     assert not info["missing_keys"] and not info["unexpected_keys"]
     with torch.no_grad():
         ours = model(input_ids, token_type_ids, attention_mask, starts, ends)
@@ -155,7 +164,11 @@ def test_exported_question_answering_model_gives_the_same_logits_in_transformers
 @pytest.mark.parametrize("cls", [BertModel, BertForPreTraining, BertForQuestionAnswering])
 def test_save_then_load_is_exact(cls, tmp_path):
     torch.manual_seed(3)
-    model = cls(BertConfig(vocab_size=50, hidden_size=16, num_hidden_layers=2, num_attention_heads=2, intermediate_size=32))
+    model = cls(
+        BertConfig(
+            vocab_size=50, hidden_size=16, num_hidden_layers=2, num_attention_heads=2, intermediate_size=32
+        )
+    )
     with torch.no_grad():
         for parameter in model.parameters():
             parameter.add_(torch.randn_like(parameter))  # nothing left at its init value
@@ -164,12 +177,16 @@ def test_save_then_load_is_exact(cls, tmp_path):
     assert loaded.config == model.config
     config = json.loads((tmp_path / "model" / "config.json").read_text())
     assert config["architectures"] == [cls.__name__] and config["model_type"] == "bert"
-    for (name, expected), (loaded_name, value) in zip(model.state_dict().items(), loaded.state_dict().items()):
+    for (name, expected), (loaded_name, value) in zip(
+        model.state_dict().items(), loaded.state_dict().items()
+    ):
         assert name == loaded_name and torch.equal(value, expected), name
 
 
 def test_saving_again_replaces_the_directory_atomically(tmp_path):
-    config = BertConfig(vocab_size=50, hidden_size=16, num_hidden_layers=1, num_attention_heads=2, intermediate_size=32)
+    config = BertConfig(
+        vocab_size=50, hidden_size=16, num_hidden_layers=1, num_attention_heads=2, intermediate_size=32
+    )
     torch.manual_seed(0)
     BertModel(config).save_pretrained(tmp_path / "out", vocab_file=None)
     (tmp_path / "out" / "stale.txt").write_text("left from before")
@@ -217,14 +234,18 @@ def test_missing_heads_start_fresh_with_a_warning(minilm_dir, trained_pretrainin
     assert "freshly initialised: qa_outputs.weight, qa_outputs.bias" in caplog.text
     assert "not used by BertForQuestionAnswering: bert.pooler.dense.bias" in caplog.text
     assert "cls.seq_relationship.weight" in caplog.text
-    assert torch.equal(qa.bert.embeddings.word_embeddings.weight, model.bert.embeddings.word_embeddings.weight)
+    assert torch.equal(
+        qa.bert.embeddings.word_embeddings.weight, model.bert.embeddings.word_embeddings.weight
+    )
 
 
 def test_unloadable_directories_are_user_errors(tmp_path, trained_pretraining_model):
     with pytest.raises(UserError, match="model directory not found"):
         BertModel.from_pretrained(tmp_path / "absent")
     (tmp_path / "empty").mkdir()
-    (tmp_path / "empty" / "config.json").write_text(json.dumps({"hidden_size": 128, "num_attention_heads": 2}))
+    (tmp_path / "empty" / "config.json").write_text(
+        json.dumps({"hidden_size": 128, "num_attention_heads": 2})
+    )
     with pytest.raises(UserError, match="no model.safetensors or pytorch_model.bin"):
         BertModel.from_pretrained(tmp_path / "empty")
 

@@ -46,22 +46,16 @@ def random_batch(config: BertConfig, n=3, s=16, slots=4, seed=0):
     return input_ids, token_type_ids, attention_mask, positions, labels, nsp
 
 
+def shape(config: BertConfig) -> tuple[int, int, int, int]:
+    return config.num_hidden_layers, config.hidden_size, config.num_attention_heads, config.intermediate_size
+
+
 def test_presets_have_bert_shapes():
+    assert shape(BertConfig.preset("tiny", vocab_size=8192)) == (2, 128, 2, 512)
+    assert shape(BertConfig.preset("mini", vocab_size=8192)) == (4, 256, 4, 1024)
+    assert shape(BertConfig.preset("large", vocab_size=8192)) == (24, 1024, 16, 4096)
     base = BertConfig.preset("base", vocab_size=30522)
-    assert (base.num_hidden_layers, base.hidden_size, base.num_attention_heads, base.intermediate_size) == (
-        12,
-        768,
-        12,
-        3072,
-    )
-    tiny = BertConfig.preset("tiny", vocab_size=8192)
-    assert (tiny.num_hidden_layers, tiny.hidden_size, tiny.num_attention_heads, tiny.intermediate_size) == (
-        2,
-        128,
-        2,
-        512,
-    )
-    assert tiny.vocab_size == 8192
+    assert shape(base) == (12, 768, 12, 3072) and base.vocab_size == 30522
     # BERT-base has 110M parameters (109.5M with the NSP head and MLM transform).
     with torch.device("meta"):
         assert 109_000_000 < BertForPreTraining(base).num_parameters() < 111_000_000
@@ -70,7 +64,9 @@ def test_presets_have_bert_shapes():
 def test_resolve_takes_a_preset_or_a_config_file(tmp_path):
     assert BertConfig.resolve("mini", 1000).hidden_size == 256
     path = tmp_path / "config.json"
-    path.write_text(json.dumps({**SMALL, "model_type": "bert", "architectures": ["BertModel"], "use_cache": True}))
+    path.write_text(
+        json.dumps({**SMALL, "model_type": "bert", "architectures": ["BertModel"], "use_cache": True})
+    )
     config = BertConfig.resolve(path, vocab_size=500)
     assert config.hidden_size == 32 and config.vocab_size == 500
     assert BertConfig.resolve(tmp_path).hidden_size == 32  # the folder holding config.json
@@ -120,7 +116,9 @@ def test_mlm_head_runs_only_on_used_slots_and_the_loss_ignores_the_rest():
     # Reference: the head applied to every token, then read at the used slots in row-major order.
     sequence, pooled = model.bert(ids, types, mask)
     full = F.linear(
-        model.mlm_norm(F.gelu(model.mlm_transform(sequence))), model.bert.embeddings.word_embeddings.weight, model.mlm_bias
+        model.mlm_norm(F.gelu(model.mlm_transform(sequence))),
+        model.bert.embeddings.word_embeddings.weight,
+        model.mlm_bias,
     )
     rows = torch.arange(3)[:, None].expand_as(positions)
     torch.testing.assert_close(out.mlm_logits, full[rows[used], positions[used]], atol=1e-5, rtol=1e-5)
@@ -148,7 +146,9 @@ def test_padding_does_not_change_real_tokens():
     # Append 7 more padding positions holding arbitrary token ids: real tokens must not see them.
     pad = torch.randint(5, config.vocab_size, (2, 7))
     longer, longer_pooled = model(
-        torch.cat([ids, pad], 1), torch.cat([types, torch.ones(2, 7, dtype=torch.long)], 1), torch.cat([mask, 0 * pad], 1)
+        torch.cat([ids, pad], 1),
+        torch.cat([types, torch.ones(2, 7, dtype=torch.long)], 1),
+        torch.cat([mask, 0 * pad], 1),
     )
     real = mask.bool()
     torch.testing.assert_close(longer[:, :12][real], sequence[real], atol=1e-5, rtol=1e-5)
@@ -169,7 +169,8 @@ def test_question_answering_loss_matches_the_hf_rule():
     assert out.start_logits.shape == out.end_logits.shape == (3, 16)
     keep = torch.tensor([0, 2])
     expected = (
-        F.cross_entropy(out.start_logits[keep], starts[keep]) + F.cross_entropy(out.end_logits[keep], ends[keep])
+        F.cross_entropy(out.start_logits[keep], starts[keep])
+        + F.cross_entropy(out.end_logits[keep], ends[keep])
     ) / 2
     torch.testing.assert_close(out.loss, expected)
     assert model(ids, types, mask).loss is None
@@ -212,3 +213,28 @@ def test_training_flops_match_6_params_tokens_plus_attention():
     expected = 6 * encoder_params * s + 12 * config.num_hidden_layers * s * s * h
     flops = training_flops_per_sequence(config, s, masked_per_seq=0)
     assert abs(flops - expected) / expected < 0.01
+
+
+def test_pretrain_step_bench_runs_both_models(tmp_path):
+    pytest.importorskip("transformers")
+    from bench.pretrain_step import main
+
+    config_file = tmp_path / "config.json"
+    config_file.write_text(json.dumps(SMALL))
+    out = tmp_path / "bench.json"
+    args = [
+        "--size",
+        str(config_file),
+        "--vocab-size",
+        "97",
+        "--batch",
+        "2",
+        "--seq-len",
+        "20",
+        "--device",
+        "cpu",
+    ]
+    results = main([*args, "--steps", "1", "--warmup", "1", "--json", str(out)])
+    assert json.loads(out.read_text()) == results
+    assert results["masked_per_seq"] == 3  # ceil(0.15 x 20)
+    assert set(results["models"]) == {"ours", "transformers"} and results["speedup"] > 0
