@@ -31,6 +31,7 @@ import multiprocessing
 import os
 import random
 import sys
+from bisect import bisect_left
 from collections.abc import Iterable, Iterator
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -196,19 +197,17 @@ def tokenize_documents(encoder, batches: Iterable[tuple[list[list[str]], list[in
 # Sentence pairs
 
 
-def truncation(length_a: int, length_b: int, max_num_tokens: int) -> tuple[int, int]:
-    """How many tokens the reference's truncate_seq_pair removes from A and from B: one at a time
-    from the longer segment (from B on a tie). Which end each comes from is random (see caller)."""
-    excess = length_a + length_b - max_num_tokens
-    if excess <= 0:
-        return 0, 0
-    if length_a > length_b:
-        first = min(excess, length_a - length_b)
-        rest = excess - first
-        return first + rest // 2, (rest + 1) // 2
-    first = min(excess, length_b - length_a)
+def truncation(length_a, length_b, max_num_tokens: int):
+    """How many tokens the reference's truncate_seq_pair removes from A and from B (ints or arrays):
+    one at a time from the longer segment (from B on a tie), until the pair fits."""
+    excess = np.maximum(np.asarray(length_a) + length_b - max_num_tokens, 0)
+    # first even out the longer segment, then alternate (B first on a tie)
+    first = np.minimum(excess, np.abs(np.asarray(length_a) - length_b))
     rest = excess - first
-    return rest // 2, first + (rest + 1) // 2
+    a_longer = np.asarray(length_a) > length_b
+    cut_a = rest // 2 + np.where(a_longer, first, 0)
+    cut_b = (rest + 1) // 2 + np.where(a_longer, 0, first)
+    return cut_a, cut_b
 
 
 def create_pairs(
@@ -219,6 +218,7 @@ def create_pairs(
     Returns int64 [num pairs, 5]: start and length of A and of B in docs.ids, and the next-sentence
     label (1 = B is a random next segment from another document)."""
     max_num_tokens = config.max_seq_length - 3
+    # Python lists and ints: this loop runs once per pair, where NumPy scalars would be slower
     starts = docs.sentence_starts.tolist()
     document_starts = docs.document_starts.tolist()
     identity = docs.identity.tolist()
@@ -234,45 +234,52 @@ def create_pairs(
         target = max_num_tokens
         if uniform() < short_seq_prob:
             target = 2 + int(uniform() * (max_num_tokens - 1))  # randint(2, max_num_tokens)
-        chunk_first = i = first_sentence
-        while i < end_sentence:
-            if i == end_sentence - 1 or starts[i + 1] - starts[chunk_first] >= target:
-                num_in_chunk = i - chunk_first + 1
-                a_end = chunk_first + 1
-                if num_in_chunk >= 2:
-                    a_end += int(uniform() * (num_in_chunk - 1))  # randint(1, num_in_chunk - 1)
-                start_a = starts[chunk_first]
-                length_a = starts[a_end] - start_a
-                if num_in_chunk == 1 or uniform() < 0.5:
-                    label = 1
-                    target_b = target - length_a
-                    for _ in range(10):
-                        other = int(uniform() * (num_documents - 1))
-                        other += other >= document  # never the document itself
-                        if identity[other] != identity[document]:
-                            break
-                    other_first, other_end = document_starts[other], document_starts[other + 1]
-                    j = other_first + int(uniform() * (other_end - other_first))
-                    start_b = starts[j]
-                    while j < other_end - 1 and starts[j + 1] - start_b < target_b:
-                        j += 1
-                    length_b = starts[j + 1] - start_b
-                    i = a_end - 1  # put the unused sentences back
-                else:
-                    label = 0
-                    start_b = starts[a_end]
-                    length_b = starts[i + 1] - start_b
-                cut_a, cut_b = truncation(length_a, length_b, max_num_tokens)
-                if cut_a:  # each removed token comes from the front with probability 1/2
-                    start_a += rng.getrandbits(cut_a).bit_count()
-                    length_a -= cut_a
-                if cut_b:
-                    start_b += rng.getrandbits(cut_b).bit_count()
-                    length_b -= cut_b
-                append((start_a, length_a, start_b, length_b, label))
-                chunk_first = i + 1
-            i += 1
-    return np.array(pairs, dtype=np.int64).reshape(-1, 5)
+        chunk_first = first_sentence
+        while chunk_first < end_sentence:
+            # Google adds sentences to the chunk until it holds `target` tokens or the document
+            # ends; sentence ends are sorted offsets, so bisect finds that sentence directly.
+            chunk_end = bisect_left(starts, starts[chunk_first] + target, chunk_first + 1, end_sentence)
+            num_in_chunk = chunk_end - chunk_first
+            a_end = chunk_first + 1
+            if num_in_chunk >= 2:
+                a_end += int(uniform() * (num_in_chunk - 1))  # randint(1, num_in_chunk - 1)
+            start_a = starts[chunk_first]
+            length_a = starts[a_end] - start_a
+            if num_in_chunk == 1 or uniform() < 0.5:
+                label = 1
+                for _ in range(10):
+                    other = int(uniform() * (num_documents - 1))
+                    other += other >= document  # never the document itself
+                    if identity[other] != identity[document]:
+                        break
+                other_first, other_end = document_starts[other], document_starts[other + 1]
+                j = other_first + int(uniform() * (other_end - other_first))
+                start_b = starts[j]
+                # sentences from j on until B holds target - length_a tokens or the document ends
+                b_end = bisect_left(starts, start_b + target - length_a, j + 1, other_end)
+                length_b = starts[b_end] - start_b
+                chunk_first = a_end  # put the unused sentences back
+            else:
+                label = 0
+                start_b = starts[a_end]
+                length_b = starts[chunk_end] - start_b
+                chunk_first = chunk_end
+            append((start_a, length_a, start_b, length_b, label))
+    pairs = np.array(pairs, dtype=np.int64).reshape(-1, 5)
+    truncate(pairs, max_num_tokens, np.random.default_rng(rng.getrandbits(128)))
+    return pairs
+
+
+def truncate(pairs: np.ndarray, max_num_tokens: int, rng: np.random.Generator) -> None:
+    """Google's truncate_seq_pair for all pairs at once, in place: tokens are removed one at a time
+    from the longer segment, each from the front or the back with probability 1/2, so the number
+    taken from the front of a segment is Binomial(removed, 1/2)."""
+    start_a, length_a, start_b, length_b = pairs[:, 0], pairs[:, 1], pairs[:, 2], pairs[:, 3]
+    cut_a, cut_b = truncation(length_a, length_b, max_num_tokens)
+    start_a += rng.binomial(cut_a, 0.5)
+    start_b += rng.binomial(cut_b, 0.5)
+    length_a -= cut_a
+    length_b -= cut_b
 
 
 @dataclass(frozen=True)

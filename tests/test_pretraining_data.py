@@ -14,6 +14,7 @@ from bert.pretraining_data import (
     create_from_files,
     create_pairs,
     read_shard,
+    truncate,
     truncation,
 )
 from bert.tokenization import continuation_table, load_tokenizer
@@ -199,6 +200,18 @@ def test_truncation_matches_the_reference_loop():
         for b in range(1, 40):
             for limit in (2, 5, 17, 30, 61):
                 assert truncation(a, b, limit) == reference_truncate(a, b, limit), (a, b, limit)
+
+
+def test_truncate_removes_from_a_random_end_of_the_longer_segment():
+    pairs = np.array([[1000, 90, 5000, 30, 0]] * 20000, dtype=np.int64)
+    truncate(pairs, 61, np.random.default_rng(0))
+    start_a, length_a, start_b, length_b, _ = pairs.T
+    assert (length_a == 31).all() and (length_b == 30).all()  # all 59 from A, still the longer one
+    assert (start_b == 5000).all()
+    # each of the 59 removed tokens comes from the front with probability 1/2
+    front = start_a - 1000
+    assert (front >= 0).all() and (front <= 59).all() and abs(front.mean() - 29.5) < 0.2
+    assert 3.3 < front.std() < 4.3  # binomial(59, 1/2): 3.84
 
 
 def toy_documents(sentence_lengths: list[list[int]]) -> TokenizedDocuments:
