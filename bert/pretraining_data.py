@@ -171,7 +171,7 @@ def tokenize_documents(encoder, batches: Iterable[tuple[list[list[str]], list[in
     id_parts, sentence_lengths, document_sizes, identities = [], [], [], []
     for documents, identity in batches:
         sentences = [sentence for document in documents for sentence in document]
-        stats.text_bytes += sum(len(sentence.encode("utf-8")) for sentence in sentences)
+        stats.text_bytes += len("".join(sentences).encode("utf-8"))
         ids, lengths = encoder.encode(sentences)
         id_parts.append(ids)
         nonempty = lengths > 0
