@@ -299,31 +299,37 @@ class SpecialIds:
         )
 
 
-def assemble(
-    ids: np.ndarray, pairs: np.ndarray, max_seq_length: int, special: SpecialIds
-) -> dict[str, np.ndarray]:
+def with_special_tokens(ids: np.ndarray, special: SpecialIds) -> np.ndarray:
+    """docs.ids followed by [CLS], [SEP] and padding (0, as Google pads), for assemble()."""
+    return np.concatenate([ids, np.array([special.cls, special.sep, 0], dtype=ids.dtype)])
+
+
+def assemble(ids: np.ndarray, pairs: np.ndarray, max_seq_length: int) -> dict[str, np.ndarray]:
     """`[CLS] A [SEP] B [SEP]` + padding for every pair at once: input_ids, input_mask,
-    segment_ids, next_sentence_labels, and `candidate` (the maskable positions)."""
-    start_a, length_a, start_b, length_b = (pairs[:, k : k + 1] for k in range(4))
-    position = np.arange(max_seq_length)[None, :]
-    in_a = (position >= 1) & (position <= length_a)
-    b_first = length_a + 2
-    in_b = (position >= b_first) & (position < b_first + length_b)
-    source = np.where(in_a, start_a + position - 1, np.where(in_b, start_b + position - b_first, 0))
-    input_ids = np.where(in_a | in_b, ids[source], 0).astype(np.int32)
+    segment_ids, next_sentence_labels, and `candidate` (the maskable positions).
+
+    `ids` ends with [CLS], [SEP] and padding (with_special_tokens), so every position of every
+    instance is a single index into it and input_ids is one gather."""
+    cls_index, sep_index, pad_index = len(ids) - 3, len(ids) - 2, len(ids) - 1
+    index_type = np.int32 if len(ids) < 2**31 else np.int64  # half the memory traffic of int64
+    start_a, length_a, start_b, length_b = (pairs[:, k : k + 1].astype(index_type) for k in range(4))
+    position = np.arange(max_seq_length, dtype=index_type)[None, :]
+    b_first = length_a + 2  # position of B's first token
+    real_length = b_first + length_b + 1
+    source = np.where(position < b_first, start_a - 1, start_b - b_first)
+    source += position
     rows = np.arange(len(pairs))
-    input_ids[:, 0] = special.cls
-    input_ids[rows, length_a[:, 0] + 1] = special.sep
-    real_length = length_a[:, 0] + length_b[:, 0] + 3
-    input_ids[rows, real_length - 1] = special.sep
-    input_mask = position < real_length[:, None]
-    segment_ids = (position >= b_first) & input_mask
+    source[:, 0] = cls_index
+    source[rows, b_first[:, 0] - 1] = sep_index
+    source[rows, real_length[:, 0] - 1] = sep_index
+    input_mask = position < real_length
+    source[~input_mask] = pad_index
     return {
-        "input_ids": input_ids,
-        "input_mask": input_mask.astype(np.int8),
-        "segment_ids": segment_ids.astype(np.int8),
+        "input_ids": ids[source],
+        "input_mask": input_mask.view(np.int8),
+        "segment_ids": ((position >= b_first) & input_mask).view(np.int8),
         "next_sentence_labels": pairs[:, 4].astype(np.int8),
-        "candidate": in_a | in_b,
+        "candidate": source < cls_index,
     }
 
 
@@ -477,6 +483,7 @@ def write_instances(
                 f"{output}: only one document for this shard, and random next segments need another one; "
                 "give more text or fewer output shards"
             )
+        ids = with_special_tokens(docs.ids, special)
         for _ in range(config.dupe_factor):
             order = order_rng.permutation(docs.num_documents)
             # batches of documents holding about TOKENS_PER_BATCH tokens
@@ -487,7 +494,7 @@ def write_instances(
             for group in np.split(order, cuts):
                 pairs = create_pairs(docs, group.tolist(), config, pair_rng)
                 if len(pairs):
-                    writer.append(_make_batch(docs.ids, pairs, config, special, continuation, mask_rng))
+                    writer.append(_make_batch(ids, pairs, config, special, continuation, mask_rng))
                     stats.instances += len(pairs)
                     stats.tokens += int((pairs[:, 1] + pairs[:, 3] + 3).sum())
                     stats.random_next += int(pairs[:, 4].sum())
@@ -497,7 +504,7 @@ def write_instances(
 def _make_batch(
     ids, pairs, config: ExampleConfig, special: SpecialIds, continuation, rng
 ) -> dict[str, np.ndarray]:
-    batch = assemble(ids, pairs, config.max_seq_length, special)
+    batch = assemble(ids, pairs, config.max_seq_length)
     candidate = batch.pop("candidate")
     if config.dynamic_masking:
         batch["masked_lm_positions"] = np.zeros((len(pairs), config.max_predictions_per_seq), np.int32)

@@ -271,6 +271,18 @@ def test_mask_batch_unit():
     assert (masked[3] == ids[3]).all() and (masked[:, 30:] == ids[:, 30:]).all()
 
 
+def test_mask_batch_picks_uniform_subsets():
+    # 6 candidates, 9 tokens with [CLS]/[SEP]s: round(9 * 0.25) = 2 picks, 15 possible pairs
+    ids = np.arange(1, 9, dtype=np.int32)[None, :].repeat(30000, axis=0)
+    candidate = np.zeros(ids.shape, dtype=bool)
+    candidate[:, [1, 2, 3, 5, 6, 7]] = True
+    _, positions, _ = mask_batch(ids, candidate, None, 0.25, 3, 1000, 0, np.random.default_rng(1))
+    assert (positions[:, 2] == 0).all() and (positions[:, 0] < positions[:, 1]).all()
+    assert np.isin(positions[:, :2], [1, 2, 3, 5, 6, 7]).all()
+    _, counts = np.unique(positions[:, 0] * 10 + positions[:, 1], return_counts=True)
+    assert len(counts) == 15 and abs(counts / 30000 - 1 / 15).max() < 0.008
+
+
 def test_cli_text_and_parquet(inputs, uncased_vocab, tmp_path):
     command = [
         sys.executable,
