@@ -53,9 +53,12 @@ LAYOUT = (
     ("masked_lm_ids", np.int32, "pred"),
     ("next_sentence_labels", np.int8, None),
 )
-# lzf after HDF5's byte-shuffle filter: as small as gzip level 1 on token ids (7.8 vs 7.7 MB for 27k
-# instances of 128) and 2.5x faster to write (0.19 s vs 0.48 s); h5py reads it with plain f[key][:].
-COMPRESSION = "lzf"
+# HDF5's scale-offset filter with scaleoffset=0 packs each chunk's integers into the fewest bits
+# that hold them exactly (15 for token ids under 32768, 1 for masks): lossless, built into every
+# HDF5 library (plain f[key][:] reads it), and writes 2x faster than lzf for 16% more bytes (27k
+# instances of 128: 0.08 s, 9.1 MB; lzf + shuffle 0.16 s, 7.8 MB; gzip-1 + shuffle 0.27 s, 6.2 MB;
+# none 0.02 s, 25.7 MB). Writing is the costliest step left, so speed wins.
+HDF5_FILTERS = {"scaleoffset": 0}
 ROWS_PER_HDF5_CHUNK = 1024
 TOKENS_PER_BATCH = 1_000_000  # documents are turned into instances this many tokens at a time
 
@@ -347,7 +350,6 @@ class ShardWriter:
         max_seq_length: int,
         max_predictions: int,
         attrs: dict,
-        compression=COMPRESSION,
     ):
         self.path = Path(path)
         self.temporary = self.path.with_name(self.path.name + ".tmp")
@@ -362,9 +364,8 @@ class ShardWriter:
                 maxshape=(None,) + shape[1:],
                 chunks=(ROWS_PER_HDF5_CHUNK,) + shape[1:],
                 dtype=dtype,
-                compression=compression,
-                shuffle=compression is not None,
                 track_times=False,
+                **HDF5_FILTERS,
             )
         for key, value in sorted(attrs.items()):
             self.file.attrs[key] = value
