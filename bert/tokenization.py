@@ -6,7 +6,6 @@ features, prediction), so a vocabulary always means the same ids everywhere.
 
 import json
 import os
-import re
 import shutil
 from collections.abc import Callable, Iterable
 from pathlib import Path
@@ -109,10 +108,23 @@ def continuation_table(tokenizer: Tokenizer) -> np.ndarray:
 
 
 # Characters BERT's normaliser deletes (control characters) that Python's str.split() would split
-# on, joining the words around them: they are deleted before splitting. "\x00" is deleted too,
-# because it is the separator between sentences below.
-_DELETED_BEFORE_SPLIT = re.compile("[\x00\x0b\x0c\x1c-\x1f\x85]")
-_SEPARATOR = "\x00"  # a chunk of its own between sentences; BERT gives it no pieces
+# on, joining the words around them: they are deleted before splitting.
+_DELETED_BEFORE_SPLIT = "\x00\x0b\x0c\x1c\x1d\x1e\x1f\x85"
+_SEPARATOR = "\x00"  # a chunk of its own between sentences (BERT deletes "\x00", so none is left)
+
+
+class _ChunkIndex(dict):
+    """chunk -> its row in the piece table; a chunk seen for the first time gets the next row and
+    waits in `new` to be tokenised (no separate pass to find the unknown chunks)."""
+
+    def __init__(self):
+        super().__init__({_SEPARATOR: 0})  # row 0: no pieces
+        self.new: list[str] = []
+
+    def __missing__(self, chunk: str) -> int:
+        self[chunk] = row = len(self)
+        self.new.append(chunk)
+        return row
 
 
 class SentenceEncoder:
@@ -122,8 +134,8 @@ class SentenceEncoder:
     BERT's normalisation, pre-tokenisation and WordPiece never look across whitespace, so the
     pieces of a whitespace-separated chunk do not depend on its neighbours. Real text repeats its
     chunks (Zipf), so each distinct chunk is tokenised once and remembered as a row of a ragged
-    piece table; a batch of sentences then becomes ids with one str.split() and a few NumPy
-    gathers.
+    piece table; a batch of sentences then becomes ids with one str.split(), one dict lookup per
+    chunk and a few NumPy gathers.
     """
 
     def __init__(self, tokenizer: Tokenizer, max_cached_chunks: int = 1_000_000):
@@ -132,30 +144,28 @@ class SentenceEncoder:
         self._clear()
 
     def _clear(self) -> None:
-        self.chunk_index: dict[str, int] = {_SEPARATOR: 0}
+        self.chunk_index = _ChunkIndex()
         self.pieces = np.zeros(0, dtype=np.int32)  # pieces of all known chunks, back to back
-        # chunk k: pieces[piece_starts[k]:piece_starts[k + 1]]; the separator (chunk 0) has none
-        self.piece_starts = np.zeros(2, dtype=np.int64)
+        self.piece_starts = np.zeros(2, dtype=np.int64)  # row k: pieces[piece_starts[k]:piece_starts[k + 1]]
 
-    def _learn(self, chunks: list[str]) -> None:
-        # Chunks joined by spaces go through the tokenizer as a few long texts (one text per chunk
-        # costs ~2x more); the character offset of each piece tells which chunk it came from.
-        texts = [" ".join(chunks[i : i + 8192]) for i in range(0, len(chunks), 8192)]
+    def _learn_new_chunks(self) -> None:
+        # The new chunks, joined by spaces, go through the tokenizer as a few long texts (a text per
+        # chunk costs 2x more); the character offset of each piece tells which chunk it is from.
+        chunks, self.chunk_index.new = self.chunk_index.new, []
+        per_text = 8192
+        texts = [" ".join(chunks[i : i + per_text]) for i in range(0, len(chunks), per_text)]
         encodings = self.tokenizer.encode_batch(texts, add_special_tokens=False)
         new_pieces, counts = [], []
-        for text_index, encoding in enumerate(encodings):
-            group = chunks[text_index * 8192 : (text_index + 1) * 8192]
-            new_pieces.append(np.array(encoding.ids, dtype=np.int32))
+        for first, encoding in zip(range(0, len(chunks), per_text), encodings):
+            group = chunks[first : first + per_text]
             chunk_offsets = np.cumsum([0] + [len(chunk) + 1 for chunk in group[:-1]])
             piece_offsets = np.array([start for start, _ in encoding.offsets], dtype=np.int64)
             chunk_of_piece = np.searchsorted(chunk_offsets, piece_offsets, side="right") - 1
             counts.append(np.bincount(chunk_of_piece, minlength=len(group)))
-        first = len(self.chunk_index)
-        self.chunk_index.update(zip(chunks, range(first, first + len(chunks))))
+            new_pieces.append(np.array(encoding.ids, dtype=np.int32))
         self.pieces = np.concatenate([self.pieces, *new_pieces])
-        self.piece_starts = np.concatenate(
-            [self.piece_starts, self.piece_starts[-1] + np.cumsum(np.concatenate(counts))]
-        )
+        new_ends = self.piece_starts[-1] + np.cumsum(np.concatenate(counts))
+        self.piece_starts = np.concatenate([self.piece_starts, new_ends])
 
     def encode(self, sentences: list[str]) -> tuple[np.ndarray, np.ndarray]:
         """(ids int32 [total pieces], lengths int32 [len(sentences)]) for sentences in order."""
@@ -163,15 +173,16 @@ class SentenceEncoder:
             return np.zeros(0, dtype=np.int32), np.zeros(0, dtype=np.int32)
         if len(self.chunk_index) > self.max_cached_chunks:
             self._clear()
-        if _DELETED_BEFORE_SPLIT.search("".join(sentences)):
-            sentences = [_DELETED_BEFORE_SPLIT.sub("", sentence) for sentence in sentences]
         # one split for the whole batch: a separator chunk after every sentence marks its end
-        chunks = f" {_SEPARATOR} ".join(sentences).split()
-        chunks.append(_SEPARATOR)
-        missing = set(chunks).difference(self.chunk_index)
-        if missing:
-            self._learn(sorted(missing))
+        joined = "".join(sentences)
+        if any(character in joined for character in _DELETED_BEFORE_SPLIT):  # rare
+            deleted = str.maketrans("", "", _DELETED_BEFORE_SPLIT)
+            sentences = [sentence.translate(deleted) for sentence in sentences]
+        text = f" {_SEPARATOR} ".join(sentences) + f" {_SEPARATOR}"
+        chunks = text.split()
         chunk_ids = np.fromiter(map(self.chunk_index.__getitem__, chunks), dtype=np.int64, count=len(chunks))
+        if self.chunk_index.new:
+            self._learn_new_chunks()
         starts = self.piece_starts[chunk_ids]
         lengths = self.piece_starts[chunk_ids + 1] - starts
         ends = np.cumsum(lengths)
