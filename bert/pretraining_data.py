@@ -342,7 +342,8 @@ def assemble(ids: np.ndarray, pairs: np.ndarray, max_seq_length: int) -> dict[st
 
 class ShardWriter:
     """Appends batches of instances to an HDF5 file in the layout above; written under a temporary
-    name and renamed into place on a clean close, removed on an error."""
+    name and renamed into place on a clean close, removed on an error. `compressed=False` is for
+    intermediate files that are copied into compressed ones: one compression instead of two."""
 
     def __init__(
         self,
@@ -350,6 +351,7 @@ class ShardWriter:
         max_seq_length: int,
         max_predictions: int,
         attrs: dict,
+        compressed: bool = True,
     ):
         self.path = Path(path)
         self.temporary = self.path.with_name(self.path.name + ".tmp")
@@ -365,7 +367,7 @@ class ShardWriter:
                 chunks=(ROWS_PER_HDF5_CHUNK,) + shape[1:],
                 dtype=dtype,
                 track_times=False,
-                **HDF5_FILTERS,
+                **(HDF5_FILTERS if compressed else {}),
             )
         for key, value in sorted(attrs.items()):
             self.file.attrs[key] = value
@@ -462,10 +464,12 @@ def write_instances(
     lower_case: bool,
     config: ExampleConfig,
     seed: Iterable[int],
+    compressed: bool = True,
 ) -> ShardStats:
     """Tokenise the documents of one shard, make dupe_factor passes of instances over them, mask
     and write them to the HDF5 file `output`. `batches` yields (documents, identities); `seed` is
-    a sequence of ints (the run's seed and the shard's index) that fixes every random choice."""
+    a sequence of ints (the run's seed and the shard's index) that fixes every random choice.
+    `compressed=False`: for a temporary file that copy_instances will copy (see ShardWriter)."""
     encoder, special, continuation = _tokenizer_for(str(vocab_file), lower_case)
     stats = ShardStats()
     docs = tokenize_documents(encoder, batches, stats)
@@ -475,7 +479,7 @@ def write_instances(
     order_rng = np.random.default_rng([*seed, 1])
     document_tokens = np.diff(docs.sentence_starts[docs.document_starts])
     with ShardWriter(
-        output, config.max_seq_length, config.max_predictions_per_seq, shard_attrs(config)
+        output, config.max_seq_length, config.max_predictions_per_seq, shard_attrs(config), compressed
     ) as writer:
         if docs.num_documents == 0:
             return stats
@@ -584,7 +588,10 @@ def config_dict(config: ExampleConfig) -> dict:
 def _file_task(
     path: str, output: str, vocab: str, lower_case: bool, config: ExampleConfig, seed: int, index: int
 ):
-    stats = write_instances(file_batches(path), output, vocab, lower_case, config, (seed, index))
+    # a part of the output, copied into it at the end: written uncompressed
+    stats = write_instances(
+        file_batches(path), output, vocab, lower_case, config, (seed, index), compressed=False
+    )
     stats.per_input[path] = stats.instances
     return stats
 
