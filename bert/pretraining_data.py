@@ -443,21 +443,21 @@ def copy_instances(
 # One shard of instances
 
 
-_TOKENIZERS: dict = {}
+_TOKENIZERS: dict = {}  # one per worker process: the word cache then serves all of its shards
 
 
-def _tokenizer_for(vocab_file: str, lower_case: bool):
+def _tokenizer_for(vocab_file: str, lower_case: bool, whole_word_mask: bool):
+    """(SentenceEncoder, SpecialIds, `##` table for whole-word masking or None)."""
     from bert.tokenization import SentenceEncoder, continuation_table, load_tokenizer
 
     key = (str(vocab_file), lower_case)
     if key not in _TOKENIZERS:
         tokenizer = load_tokenizer(vocab_file, lower_case)
-        _TOKENIZERS[key] = (
-            SentenceEncoder(tokenizer),
-            SpecialIds.of(tokenizer),
-            continuation_table(tokenizer),
-        )
-    return _TOKENIZERS[key]
+        _TOKENIZERS[key] = [SentenceEncoder(tokenizer), SpecialIds.of(tokenizer), None]
+    encoder, special, continuation = _TOKENIZERS[key]
+    if whole_word_mask and continuation is None:  # 60 ms: only when needed
+        continuation = _TOKENIZERS[key][2] = continuation_table(encoder.tokenizer)
+    return encoder, special, continuation
 
 
 def write_instances(
@@ -473,7 +473,7 @@ def write_instances(
     and write them to the HDF5 file `output`. `batches` yields (documents, identities); `seed` is
     a sequence of ints (the run's seed and the shard's index) that fixes every random choice.
     `compressed=False`: for a temporary file that copy_instances will copy (see ShardWriter)."""
-    encoder, special, continuation = _tokenizer_for(str(vocab_file), lower_case)
+    encoder, special, continuation = _tokenizer_for(str(vocab_file), lower_case, config.whole_word_mask)
     stats = ShardStats()
     docs = tokenize_documents(encoder, batches, stats)
     seed = [int(part) for part in seed]
