@@ -46,8 +46,7 @@ def mask_batch(
         ranks = _choose_ranks(num_candidates, num_to_predict, max_predictions, rng)
         candidate_flat = np.flatnonzero(candidate)  # row-major: each row's candidates, ascending
         row_first = np.cumsum(num_candidates) - num_candidates
-        rows = np.nonzero(used)[0]
-        positions[used] = candidate_flat[(row_first[:, None] + ranks)[used]] - rows * seq_len
+        positions[used] = candidate_flat[(row_first[:, None] + ranks)[used]] % seq_len
     else:
         chosen = _choose_words(candidate, np.asarray(word_start, dtype=bool), num_to_predict, rng)
         # whole words may fill fewer than num_to_predict slots
@@ -83,7 +82,7 @@ def _choose_ranks(num_candidates, num_to_predict, max_predictions, rng) -> np.nd
         t = (draws[step] * (j + 1)).astype(np.int64)
         already = (taken[:step] == t).any(axis=0)
         taken[step] = np.where(step < num_to_predict, np.where(already, j, t), -1)
-    taken[taken < 0] = np.iinfo(np.int64).max  # unused slots sort last
+    taken[taken < 0] = num_candidates.max(initial=0)  # unused slots sort last
     return np.sort(taken.T, axis=1)
 
 
