@@ -32,17 +32,29 @@ def mask_batch(
     input_ids = np.asarray(input_ids)
     candidate = np.asarray(candidate, dtype=bool)
     num_rows, seq_len = input_ids.shape
+    num_candidates = candidate.sum(axis=1)
     # Google counts every token of the pair, [CLS] and both [SEP] included: candidates + 3.
-    lengths = candidate.sum(axis=1) + 3
-    num_to_predict = np.minimum(max_predictions, np.maximum(1, np.round(lengths * masked_lm_prob)))
-    num_to_predict = np.minimum(num_to_predict, candidate.sum(axis=1)).astype(np.int64)
+    num_to_predict = np.minimum(
+        max_predictions, np.maximum(1, np.round((num_candidates + 3) * masked_lm_prob))
+    )
+    num_to_predict = np.minimum(num_to_predict, num_candidates).astype(np.int64)
+    used = np.arange(max_predictions)[None, :] < num_to_predict[:, None]  # [N, P]
 
+    positions = np.zeros((num_rows, max_predictions), dtype=np.int64)
     if word_start is None:
-        chosen = _choose_tokens(candidate, num_to_predict, max_predictions, rng)
+        # which candidates (the k-th of its row), then where they are: [N, P] work, not [N, S]
+        ranks = _choose_ranks(num_candidates, num_to_predict, max_predictions, rng)
+        candidate_flat = np.flatnonzero(candidate)  # row-major: each row's candidates, ascending
+        row_first = np.cumsum(num_candidates) - num_candidates
+        positions[used] = candidate_flat[(row_first[:, None] + ranks)[used]] % seq_len
     else:
         chosen = _choose_words(candidate, np.asarray(word_start, dtype=bool), num_to_predict, rng)
+        # whole words may fill fewer than num_to_predict slots
+        used = np.arange(max_predictions)[None, :] < chosen.sum(axis=1)[:, None]
+        positions[used] = np.nonzero(chosen)[1]  # row-major: ascending within a row
 
-    rows, cols = np.nonzero(chosen)  # row-major: positions come out ascending within a row
+    rows = np.nonzero(used)[0]
+    cols = positions[used]
     original = input_ids[rows, cols]
     action = rng.random(rows.size)
     replacement = np.where(action < 0.8, mask_id, original)
@@ -50,26 +62,28 @@ def mask_batch(
     replacement[random_token] = rng.integers(0, vocab_size, size=int(random_token.sum()))
     masked = input_ids.copy()
     masked[rows, cols] = replacement
-
-    counts = chosen.sum(axis=1)
-    first = np.zeros(num_rows, dtype=np.int64)
-    first[1:] = np.cumsum(counts)[:-1]
-    slot = np.arange(rows.size) - first[rows]
-    positions = np.zeros((num_rows, max_predictions), dtype=np.int32)
     labels = np.zeros((num_rows, max_predictions), dtype=np.int32)
-    positions[rows, slot] = cols
-    labels[rows, slot] = original
-    return masked, positions, labels
+    labels[used] = original
+    return masked, positions.astype(np.int32), labels
 
 
-def _choose_tokens(candidate, num_to_predict, max_predictions, rng) -> np.ndarray:
-    """A uniform random subset of num_to_predict candidates per row: the smallest random keys."""
-    keys = rng.random(candidate.shape)
-    keys[~candidate] = 2.0
-    kth = min(max_predictions, candidate.shape[1]) - 1
-    smallest = np.sort(np.partition(keys, kth, axis=1)[:, : kth + 1], axis=1)
-    threshold = np.take_along_axis(smallest, np.maximum(num_to_predict - 1, 0)[:, None], axis=1)
-    return (keys <= threshold) & candidate & (num_to_predict[:, None] > 0)
+def _choose_ranks(num_candidates, num_to_predict, max_predictions, rng) -> np.ndarray:
+    """int64 [N, P]: per row, num_to_predict distinct ranks in [0, num_candidates), ascending
+    (a uniform random subset, as Google's shuffle-then-take), then unused slots.
+
+    Robert Floyd's sampling algorithm, one step for all rows at once: at step s the row draws t in
+    [0, j] with j = n - k + s, and takes t, or j if t is already taken."""
+    num_rows = len(num_candidates)
+    # step-major [P, N]: each step works on contiguous rows of all sequences
+    taken = np.full((max_predictions, num_rows), -1, dtype=np.int64)
+    draws = rng.random((max_predictions, num_rows))
+    for step in range(int(num_to_predict.max(initial=0))):
+        j = num_candidates - num_to_predict + step
+        t = (draws[step] * (j + 1)).astype(np.int64)
+        already = (taken[:step] == t).any(axis=0)
+        taken[step] = np.where(step < num_to_predict, np.where(already, j, t), -1)
+    taken[taken < 0] = num_candidates.max(initial=0)  # unused slots sort last
+    return np.sort(taken.T, axis=1)
 
 
 def _choose_words(candidate, word_start, num_to_predict, rng) -> np.ndarray:

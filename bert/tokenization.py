@@ -6,10 +6,8 @@ features, prediction), so a vocabulary always means the same ids everywhere.
 
 import json
 import os
-import re
 import shutil
 from collections.abc import Callable, Iterable
-from itertools import chain
 from pathlib import Path
 
 import numpy as np
@@ -109,9 +107,24 @@ def continuation_table(tokenizer: Tokenizer) -> np.ndarray:
     return table
 
 
-# Characters Python's str.split() splits on but BERT's normaliser deletes (so BERT joins the words
-# around them). Sentences containing one skip the word cache below and go to the tokenizer whole.
-_SPLIT_DISAGREES = re.compile("[\x0b\x0c\x1c-\x1f\x85]")
+# Characters BERT's normaliser deletes (control characters) that Python's str.split() would split
+# on, joining the words around them: they are deleted before splitting.
+_DELETED_BEFORE_SPLIT = "\x00\x0b\x0c\x1c\x1d\x1e\x1f\x85"
+_SEPARATOR = "\x00"  # a chunk of its own between sentences (BERT deletes "\x00", so none is left)
+
+
+class _ChunkIndex(dict):
+    """chunk -> its row in the piece table; a chunk seen for the first time gets the next row and
+    waits in `new` to be tokenised (no separate pass to find the unknown chunks)."""
+
+    def __init__(self):
+        super().__init__({_SEPARATOR: 0})  # row 0: no pieces
+        self.new: list[str] = []
+
+    def __missing__(self, chunk: str) -> int:
+        self[chunk] = row = len(self)
+        self.new.append(chunk)
+        return row
 
 
 class SentenceEncoder:
@@ -120,8 +133,9 @@ class SentenceEncoder:
 
     BERT's normalisation, pre-tokenisation and WordPiece never look across whitespace, so the
     pieces of a whitespace-separated chunk do not depend on its neighbours. Real text repeats its
-    chunks (Zipf), so each distinct chunk is tokenised once, in a batch, and remembered as a row of
-    a ragged piece table; a batch of sentences then becomes ids with a few NumPy gathers.
+    chunks (Zipf), so each distinct chunk is tokenised once and remembered as a row of a ragged
+    piece table; a batch of sentences then becomes ids with one str.split(), one dict lookup per
+    chunk and a few NumPy gathers.
     """
 
     def __init__(self, tokenizer: Tokenizer, max_cached_chunks: int = 1_000_000):
@@ -130,44 +144,53 @@ class SentenceEncoder:
         self._clear()
 
     def _clear(self) -> None:
-        self.chunk_index: dict[str, int] = {}
+        self.chunk_index = _ChunkIndex()
         self.pieces = np.zeros(0, dtype=np.int32)  # pieces of all known chunks, back to back
-        self.piece_starts = np.zeros(
-            1, dtype=np.int64
-        )  # chunk k: pieces[piece_starts[k]:piece_starts[k + 1]]
+        self.piece_starts = np.zeros(2, dtype=np.int64)  # row k: pieces[piece_starts[k]:piece_starts[k + 1]]
 
-    def _learn(self, chunks: list[str]) -> None:
-        encodings = self.tokenizer.encode_batch(chunks, add_special_tokens=False)
-        new_ids = [encoding.ids for encoding in encodings]
-        lengths = np.fromiter(map(len, new_ids), dtype=np.int64, count=len(new_ids))
-        first = len(self.chunk_index)
-        self.chunk_index.update(zip(chunks, range(first, first + len(chunks))))
-        self.pieces = np.concatenate(
-            [self.pieces, np.fromiter(chain.from_iterable(new_ids), np.int32, int(lengths.sum()))]
-        )
-        self.piece_starts = np.concatenate([self.piece_starts, self.piece_starts[-1] + np.cumsum(lengths)])
+    def _learn_new_chunks(self) -> None:
+        # The new chunks, joined by spaces, go through the tokenizer as a few long texts (a text per
+        # chunk costs 2x more); the character offset of each piece tells which chunk it is from.
+        chunks, self.chunk_index.new = self.chunk_index.new, []
+        per_text = 8192
+        texts = [" ".join(chunks[i : i + per_text]) for i in range(0, len(chunks), per_text)]
+        encodings = self.tokenizer.encode_batch(texts, add_special_tokens=False)
+        new_pieces, counts = [], []
+        for first, encoding in zip(range(0, len(chunks), per_text), encodings):
+            group = chunks[first : first + per_text]
+            chunk_offsets = np.cumsum([0] + [len(chunk) + 1 for chunk in group[:-1]])
+            piece_offsets = np.array([start for start, _ in encoding.offsets], dtype=np.int64)
+            chunk_of_piece = np.searchsorted(chunk_offsets, piece_offsets, side="right") - 1
+            counts.append(np.bincount(chunk_of_piece, minlength=len(group)))
+            new_pieces.append(np.array(encoding.ids, dtype=np.int32))
+        self.pieces = np.concatenate([self.pieces, *new_pieces])
+        new_ends = self.piece_starts[-1] + np.cumsum(np.concatenate(counts))
+        self.piece_starts = np.concatenate([self.piece_starts, new_ends])
 
     def encode(self, sentences: list[str]) -> tuple[np.ndarray, np.ndarray]:
         """(ids int32 [total pieces], lengths int32 [len(sentences)]) for sentences in order."""
+        if not sentences:
+            return np.zeros(0, dtype=np.int32), np.zeros(0, dtype=np.int32)
         if len(self.chunk_index) > self.max_cached_chunks:
             self._clear()
-        # A sentence whose whitespace BERT reads differently from str.split() is one chunk.
-        split = [[s] if _SPLIT_DISAGREES.search(s) else s.split() for s in sentences]
-        words_per_sentence = np.fromiter(map(len, split), dtype=np.int64, count=len(split))
-        chunks = list(chain.from_iterable(split))
-        missing = set(chunks).difference(self.chunk_index)
-        if missing:
-            self._learn(sorted(missing))
+        # one split for the whole batch: a separator chunk after every sentence marks its end
+        joined = "".join(sentences)
+        if any(character in joined for character in _DELETED_BEFORE_SPLIT):  # rare
+            deleted = str.maketrans("", "", _DELETED_BEFORE_SPLIT)
+            sentences = [sentence.translate(deleted) for sentence in sentences]
+        text = f" {_SEPARATOR} ".join(sentences) + f" {_SEPARATOR}"
+        chunks = text.split()
         chunk_ids = np.fromiter(map(self.chunk_index.__getitem__, chunks), dtype=np.int64, count=len(chunks))
+        if self.chunk_index.new:
+            self._learn_new_chunks()
         starts = self.piece_starts[chunk_ids]
         lengths = self.piece_starts[chunk_ids + 1] - starts
         ends = np.cumsum(lengths)
         # index of every output piece in self.pieces: each chunk's start, then +1 per piece
-        gather = np.repeat(starts - (ends - lengths), lengths) + np.arange(ends[-1] if len(ends) else 0)
-        ids = self.pieces[gather]
-        piece_ends = np.concatenate([[0], ends])[np.cumsum(words_per_sentence)]
-        sentence_lengths = np.diff(np.concatenate([[0], piece_ends])).astype(np.int32)
-        return ids, sentence_lengths
+        gather = np.repeat(starts - (ends - lengths), lengths) + np.arange(ends[-1])
+        sentence_ends = ends[chunk_ids == 0]
+        sentence_lengths = np.diff(sentence_ends, prepend=0).astype(np.int32)
+        return self.pieces[gather], sentence_lengths
 
 
 def prepare_vocab(

@@ -10,10 +10,12 @@ import pytest
 from bert.masking import mask_batch
 from bert.pretraining_data import (
     ExampleConfig,
+    ShardWriter,
     TokenizedDocuments,
     create_from_files,
     create_pairs,
     read_shard,
+    truncate,
     truncation,
 )
 from bert.tokenization import continuation_table, load_tokenizer
@@ -159,6 +161,29 @@ def test_same_bytes_whatever_the_number_of_workers(inputs, uncased_vocab, tmp_pa
     assert sorted(p.name for p in tmp_path.iterdir()) == ["again.hdf5", "one.hdf5", "other.hdf5", "two.hdf5"]
 
 
+def test_shard_writer_round_trips_any_values(tmp_path):
+    # the scale-offset filter packs each chunk into the bits its values need: check it is lossless
+    # for chunks of all zeros, of a single value, of small and of huge ids, and a partial last chunk
+    rng = np.random.default_rng(0)
+    n = 3000
+    batch = {
+        "input_ids": rng.integers(0, 2**31 - 1, (n, 16), dtype=np.int32),
+        "input_mask": rng.integers(0, 2, (n, 16), dtype=np.int8),
+        "segment_ids": np.ones((n, 16), dtype=np.int8),
+        "masked_lm_positions": np.zeros((n, 4), dtype=np.int32),
+        "masked_lm_ids": rng.integers(0, 119547, (n, 4), dtype=np.int32),
+        "next_sentence_labels": rng.integers(-128, 128, n, dtype=np.int8),
+    }
+    batch["input_ids"][:1024] = 0
+    batch["input_ids"][1024:2048] = rng.integers(0, 30522, (1024, 16))
+    with ShardWriter(tmp_path / "x.hdf5", 16, 4, {}) as writer:
+        writer.append({name: array[:1500] for name, array in batch.items()})
+        writer.append({name: array[1500:] for name, array in batch.items()})
+    back = read_shard(tmp_path / "x.hdf5")
+    for name, array in batch.items():
+        assert back[name].dtype == array.dtype and (back[name] == array).all(), name
+
+
 def test_whole_word_masking_masks_all_pieces_of_a_word(inputs, uncased_vocab, tmp_path):
     shard, _, _ = build(inputs, uncased_vocab, tmp_path, whole_word_mask=True)
     plain, _, _ = build(
@@ -199,6 +224,18 @@ def test_truncation_matches_the_reference_loop():
         for b in range(1, 40):
             for limit in (2, 5, 17, 30, 61):
                 assert truncation(a, b, limit) == reference_truncate(a, b, limit), (a, b, limit)
+
+
+def test_truncate_removes_from_a_random_end_of_the_longer_segment():
+    pairs = np.array([[1000, 90, 5000, 30, 0]] * 20000, dtype=np.int64)
+    truncate(pairs, 61, np.random.default_rng(0))
+    start_a, length_a, start_b, length_b, _ = pairs.T
+    assert (length_a == 31).all() and (length_b == 30).all()  # all 59 from A, still the longer one
+    assert (start_b == 5000).all()
+    # each of the 59 removed tokens comes from the front with probability 1/2
+    front = start_a - 1000
+    assert (front >= 0).all() and (front <= 59).all() and abs(front.mean() - 29.5) < 0.2
+    assert 3.3 < front.std() < 4.3  # binomial(59, 1/2): 3.84
 
 
 def toy_documents(sentence_lengths: list[list[int]]) -> TokenizedDocuments:
@@ -256,6 +293,18 @@ def test_mask_batch_unit():
         assert set(positions[row]) <= set(range(1, 30))
         assert (labels[row] == ids[row, positions[row]]).all()
     assert (masked[3] == ids[3]).all() and (masked[:, 30:] == ids[:, 30:]).all()
+
+
+def test_mask_batch_picks_uniform_subsets():
+    # 6 candidates, 9 tokens with [CLS]/[SEP]s: round(9 * 0.25) = 2 picks, 15 possible pairs
+    ids = np.arange(1, 9, dtype=np.int32)[None, :].repeat(30000, axis=0)
+    candidate = np.zeros(ids.shape, dtype=bool)
+    candidate[:, [1, 2, 3, 5, 6, 7]] = True
+    _, positions, _ = mask_batch(ids, candidate, None, 0.25, 3, 1000, 0, np.random.default_rng(1))
+    assert (positions[:, 2] == 0).all() and (positions[:, 0] < positions[:, 1]).all()
+    assert np.isin(positions[:, :2], [1, 2, 3, 5, 6, 7]).all()
+    _, counts = np.unique(positions[:, 0] * 10 + positions[:, 1], return_counts=True)
+    assert len(counts) == 15 and abs(counts / 30000 - 1 / 15).max() < 0.008
 
 
 def test_cli_text_and_parquet(inputs, uncased_vocab, tmp_path):

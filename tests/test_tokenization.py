@@ -90,6 +90,25 @@ def test_sentence_encoder_cache_survives_clearing(uncased_vocab):
         assert ids.tolist() == sum(expected, []) and lengths.tolist() == [len(e) for e in expected]
 
 
+def test_sentence_encoder_on_random_strings_of_awkward_characters(uncased_vocab):
+    # whitespace BERT and Python disagree on, deleted controls (\x00 is also the encoder's own
+    # separator), combining marks, CJK, punctuation, a word over 100 characters
+    alphabet = ["a", "Bé", "un", "##", " ", "  ", "\t", "\n", "\x00", "\x0b", "\x0c", "\x1c", "\x1f",
+                "\x85", "\xa0", "\u2028", "\u3000", "\u200b", "\u0301", ",", "東京", "\x07", "\ufffd",
+                "😀", "x" * 101]  # fmt: skip
+    rng = np.random.default_rng(0)
+    tokenizer = load_tokenizer(uncased_vocab)
+    encoder = SentenceEncoder(tokenizer)
+    for _ in range(3):  # a cold cache, then a warm one
+        batch = ["".join(rng.choice(alphabet, size=rng.integers(0, 12))) for _ in range(300)]
+        ids, lengths = encoder.encode(batch)
+        expected = [tokenizer.encode(s, add_special_tokens=False).ids for s in batch]
+        assert lengths.tolist() == [len(e) for e in expected]
+        assert ids.tolist() == [token for e in expected for token in e]
+    ids, lengths = encoder.encode([])
+    assert ids.shape == lengths.shape == (0,)
+
+
 def training_text(count=400):
     rng = np.random.default_rng(0)
     words = ["running", "jumped", "Über", "naïve", "tokenisation", "data", "pipeline", "東京", "the", "of"]
