@@ -73,9 +73,10 @@ def pretrain(params, phase: str, distributed) -> None:
 
     torch.manual_seed(params.seed)  # the same initial weights on every rank
     if phase == "phase1":
-        model = BertForPreTraining(BertConfig.resolve(params.model.size, vocab_size))
+        config = BertConfig.resolve(params.model.size, vocab_size)
+        model = BertForPreTraining(config, apex_layer_norm=params.pretrain.use_apex)
     else:
-        model = BertForPreTraining.from_pretrained("data/models/phase1")
+        model = BertForPreTraining.from_pretrained("data/models/phase1", apex_layer_norm=params.pretrain.use_apex)
         if model.config.vocab_size != vocab_size:
             raise UserError(
                 f"data/models/phase1 has vocab_size {model.config.vocab_size}, {vocab_file} has {vocab_size}; re-run phase 1"
@@ -166,8 +167,22 @@ def _signature(params, phase: str, global_batch: int, shards: list[Path]) -> str
         "seed": params.seed,
         "masking": params.examples.masking,
         "shards": [(p.name, p.stat().st_size) for p in shards],
+        # What the shards were made from and how (the manifest lists params, vocab hash and counts).
+        "manifest": _sha256(Path(f"data/examples/{phase}/manifest.json")),
+        # Phase 2 continues phase 1: a new phase 1 must never let phase 2 resume its old checkpoints.
+        "init": _sha256(Path("data/models/phase1/model.safetensors")) if phase == "phase2" else None,
     }
     return hashlib.sha256(json.dumps(described, sort_keys=True).encode()).hexdigest()[:16]
+
+
+def _sha256(path: Path) -> str | None:
+    if not path.is_file():
+        return None
+    digest = hashlib.sha256()
+    with open(path, "rb") as file:
+        for block in iter(lambda: file.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
 
 
 def _load_phase1_optimizer(optimizer: torch.optim.Optimizer, name: str) -> None:
