@@ -96,11 +96,15 @@ def benchmark_inference(
     if compare:
         models["transformers"] = load_transformers(directory, device)
     vocab_size = models["ours"].config.vocab_size
-    batched = time_inference(models, random_inputs(vocab_size, batch_size, seq_len, device), steps, warmup, precision)
+    batched = time_inference(
+        models, random_inputs(vocab_size, batch_size, seq_len, device), steps, warmup, precision
+    )
     single = time_inference(models, random_inputs(vocab_size, 1, seq_len, device), steps, warmup, precision)
     result = {name: {**batched[name], **_prefixed("batch1_", single[name])} for name in models}
     if compare:
-        result["speedup"] = result["ours"]["sequences_per_second"] / result["transformers"]["sequences_per_second"]
+        result["speedup"] = (
+            result["ours"]["sequences_per_second"] / result["transformers"]["sequences_per_second"]
+        )
     return result
 
 

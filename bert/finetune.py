@@ -9,7 +9,6 @@
 - `model_tokenizer`: the tokenizer a Hugging Face BERT directory was trained with.
 """
 
-import json
 import logging
 import math
 from pathlib import Path
@@ -20,6 +19,7 @@ from tokenizers import Tokenizer
 from torch import nn
 from tqdm import tqdm
 
+from bert.predict import read_lower_case
 from bert.squad import SquadFeatures
 from bert.tokenization import load_tokenizer
 
@@ -32,12 +32,8 @@ def model_tokenizer(directory: str | Path, default_lower_case: bool = True) -> t
     """The tokenizer of a Hugging Face BERT directory: its vocab.txt, lower-cased as its
     tokenizer_config.json's `do_lower_case` says (`default_lower_case` when it does not say)."""
     directory = Path(directory)
-    lower_case = default_lower_case
-    config_file = directory / "tokenizer_config.json"
-    if config_file.is_file():
-        lower_case = bool(
-            json.loads(config_file.read_text(encoding="utf-8")).get("do_lower_case", lower_case)
-        )
+    has_config = (directory / "tokenizer_config.json").is_file()
+    lower_case = read_lower_case(directory) if has_config else default_lower_case
     return load_tokenizer(directory / "vocab.txt", lower_case=lower_case), lower_case
 
 

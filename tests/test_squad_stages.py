@@ -127,3 +127,33 @@ def test_missing_init_is_one_clear_line(tmp_path, uncased_vocab):
     )
     assert done.returncode == 1
     assert "data/models/hf" in done.stderr and "export_hf" in done.stderr and "Traceback" not in done.stderr
+
+
+def test_batches_split_ranks_reshuffle_epochs_and_resume():
+    from bert.finetune import QuestionAnsweringBatches, steps_for_epochs
+    from bert.squad import SquadFeatures
+
+    num, seq = 23, 10
+    lengths = 3 + torch.arange(num) % 6
+    attention = (torch.arange(seq)[None, :] < lengths[:, None]).numpy().astype("int8")
+    ids = (torch.arange(num)[:, None] * 100 + torch.arange(seq)[None, :]).numpy().astype("int32")
+    zeros = torch.zeros(num, dtype=torch.int32).numpy()
+    features = SquadFeatures(ids, attention * 0, attention, zeros, zeros, zeros, None, None)
+
+    def rows(batches):
+        return [sorted((b["input_ids"][:, 0] // 100).tolist()) for b in batches]
+
+    alone = QuestionAnsweringBatches(features, batch_size=4, seed=1)
+    ranks = [QuestionAnsweringBatches(features, batch_size=2, seed=1, rank=r, world_size=2) for r in (0, 1)]
+    assert len(alone) == len(ranks[0]) == 5  # 23 windows: five global batches of 4, three left out
+    together = [sorted(a + b) for a, b in zip(rows(ranks[0]), rows(ranks[1]))]
+    assert together == rows(alone)  # the two ranks share out exactly the single process's batches
+    first_epoch = rows(alone)
+    alone.set_epoch(1)
+    assert rows(alone) != first_epoch and len({r for batch in first_epoch for r in batch}) == 20
+    alone.set_epoch(0)
+    alone.skip_samples(8)  # resume after two global batches
+    assert rows(alone) == first_epoch[2:]
+    for batch in QuestionAnsweringBatches(features, batch_size=4, seed=1):
+        assert batch["input_ids"].shape[1] == batch["attention_mask"].sum(1).max()  # cut to the longest
+    assert steps_for_epochs(23, epochs=2, batch_size=4, grad_accum_steps=3, world_size=1) == 4
