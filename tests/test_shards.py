@@ -220,6 +220,7 @@ def test_shard_stage(tmp_path):
     for sample in (
         "data/sample/wikipedia/samplewiki-20260101-pages-articles.xml.bz2",
         "data/sample/books/parquet/train-00000-of-00001.parquet",
+        "data/sample/books/txt",
     ):
         params = params.replace(sample, str(source))
     (tmp_path / "params.yaml").write_text(params, encoding="utf-8")
