@@ -145,16 +145,19 @@ def save_checkpoint(directory: str | Path, step: int, state: dict, keep_last: in
     directory.mkdir(parents=True, exist_ok=True)
     path = directory / f"step-{step:08d}.pt"
     temp = directory / f".{path.name}.tmp-{os.getpid()}"
+    for stale in directory.glob(f".{CHECKPOINT_GLOB}.tmp-*"):  # left by a save that was killed
+        stale.unlink(missing_ok=True)
     try:
         with open(temp, "wb") as file:
             torch.save(state, file)
             file.flush()
             os.fsync(file.fileno())
         os.replace(temp, path)
-    except OSError as error:
+    except (OSError, RuntimeError) as error:  # torch.save reports a failed write (disk full) as RuntimeError
         temp.unlink(missing_ok=True)
         raise UserError(
-            f"{path}: cannot write checkpoint ({error}); the previous checkpoints are intact"
+            f"{path}: cannot write checkpoint ({error}); the previous checkpoints are intact "
+            "(check the free disk space and permissions there)"
         ) from None
     finally:
         temp.unlink(missing_ok=True)
@@ -374,6 +377,7 @@ def train(
             totals["first_loss"] = mean_loss
         if nonfinite_in_row >= config.max_nonfinite_steps:
             newest = list_checkpoints(config.checkpoint_dir)[-1:] if config.checkpoint_dir else []
+            progress.close()  # end the bar's line: the error must be the last line, on its own
             raise UserError(
                 f"the loss or its gradients were not finite for {nonfinite_in_row} steps in a row (up to step {step}); stopped. "
                 f"Last good checkpoint: {newest[0] if newest else 'none'}. Lower the learning rate, "
@@ -400,7 +404,11 @@ def train(
         if config.checkpoint_dir and due and nonfinite_in_row == 0:
             totals["seconds"] += time.perf_counter() - started
             started = time.perf_counter()
-            _save(config, step, model, optimizer, scheduler, scaler, data, totals, rank, world_size)
+            try:
+                _save(config, step, model, optimizer, scheduler, scaler, data, totals, rank, world_size)
+            except UserError:  # e.g. disk full
+                progress.close()
+                raise
 
     totals["seconds"] += time.perf_counter() - started
     progress.close()

@@ -15,7 +15,7 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from bert.errors import UserError
+from bert.errors import UserError, is_disk_full
 
 DOCUMENT_SCHEMA = pa.schema(
     [("corpus", pa.string()), ("doc_id", pa.string()), ("title", pa.string()), ("text", pa.string())]
@@ -34,6 +34,7 @@ def atomic_folder(out_dir: str | Path) -> Iterator[Path]:
     out_dir = Path(out_dir)
     try:
         out_dir.parent.mkdir(parents=True, exist_ok=True)
+        _clear_interrupted(out_dir)
         tmp_dir = Path(tempfile.mkdtemp(prefix=f".{out_dir.name}.tmp-", dir=out_dir.parent))
     except OSError as error:
         raise UserError(
@@ -49,8 +50,27 @@ def atomic_folder(out_dir: str | Path) -> Iterator[Path]:
         os.replace(tmp_dir, out_dir)
         if old is not None:
             shutil.rmtree(old)
+    except Exception as error:
+        if isinstance(error, UserError) or not is_disk_full(error):
+            raise
+        raise UserError(
+            f"{out_dir}: disk full while writing it ({error}); the previous {out_dir.name} is "
+            f"untouched. Free space on {out_dir.parent.resolve()} and run the stage again"
+        ) from None
     finally:
         shutil.rmtree(tmp_dir, ignore_errors=True)
+
+
+def _clear_interrupted(out_dir: Path) -> None:
+    """Clean up after a run of atomic_folder that was killed: remove its temporary folder and put
+    back the previous output if it was killed between moving that aside and renaming the new one."""
+    for old in sorted(out_dir.parent.glob(f".{out_dir.name}.old-*")):
+        if out_dir.exists():
+            shutil.rmtree(old)
+        else:
+            os.replace(old, out_dir)
+    for tmp in out_dir.parent.glob(f".{out_dir.name}.tmp-*"):
+        shutil.rmtree(tmp)
 
 
 def write_file_atomically(path: str | Path, data: str) -> None:

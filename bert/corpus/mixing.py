@@ -22,7 +22,7 @@ from pathlib import Path
 import h5py
 import numpy as np
 
-from bert.errors import UserError
+from bert.errors import UserError, is_disk_full
 from bert.pretraining_data import (
     ExampleConfig,
     ShardStats,
@@ -145,7 +145,13 @@ def create_examples(
     Written into a temporary folder beside output_dir and renamed into place at the end."""
     output_dir = Path(output_dir)
     building = output_dir.with_name(output_dir.name + ".tmp")
-    shutil.rmtree(building, ignore_errors=True)
+    retired = output_dir.with_name(output_dir.name + ".old")
+    shutil.rmtree(building, ignore_errors=True)  # left by a killed run
+    if retired.exists():  # a killed run moved the previous output aside: put it back or drop it
+        if output_dir.exists():
+            shutil.rmtree(retired)
+        else:
+            retired.rename(output_dir)
     building.mkdir(parents=True)
     parts = [building / f"part_{index:05d}.hdf5" for index in range(num_output_shards)]
     vocab = str(vocab)
@@ -246,10 +252,17 @@ def create_examples(
         with open(building / "manifest.json", "w", encoding="utf-8") as file:
             json.dump(manifest, file, indent=2, sort_keys=True)
             file.write("\n")
+        # Two renames, so the output path never holds a half-deleted previous output.
         if output_dir.exists():
-            shutil.rmtree(output_dir)
+            output_dir.rename(retired)
         building.rename(output_dir)
+        shutil.rmtree(retired, ignore_errors=True)
         return manifest
-    except BaseException:
+    except BaseException as error:
         shutil.rmtree(building, ignore_errors=True)
+        if isinstance(error, Exception) and not isinstance(error, UserError) and is_disk_full(error):
+            raise UserError(
+                f"{output_dir}: disk full while writing it ({error}); the previous {output_dir.name} is "
+                f"untouched. Free space on {output_dir.parent.resolve()} and run the stage again"
+            ) from None
         raise
