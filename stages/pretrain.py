@@ -76,7 +76,9 @@ def pretrain(params, phase: str, distributed) -> None:
         config = BertConfig.resolve(params.model.size, vocab_size)
         model = BertForPreTraining(config, apex_layer_norm=params.pretrain.use_apex)
     else:
-        model = BertForPreTraining.from_pretrained("data/models/phase1", apex_layer_norm=params.pretrain.use_apex)
+        model = BertForPreTraining.from_pretrained(
+            "data/models/phase1", apex_layer_norm=params.pretrain.use_apex
+        )
         if model.config.vocab_size != vocab_size:
             raise UserError(
                 f"data/models/phase1 has vocab_size {model.config.vocab_size}, {vocab_file} has {vocab_size}; re-run phase 1"

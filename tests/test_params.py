@@ -1,5 +1,6 @@
 """params.yaml is read through one typed schema and rejected early with messages naming the param."""
 
+import re
 import shutil
 from pathlib import Path
 
@@ -47,7 +48,8 @@ def test_repository_params_are_valid(project):
 def test_numbers_written_as_strings_are_numbers(project):
     # `dvc exp run -S finetune.learning_rate=6e-5` writes 6e-05, which YAML 1.1 reads as a string.
     path = project()
-    path.write_text(path.read_text().replace("learning_rate: 0.0003", "learning_rate: 6e-05"))
+    text = re.sub(r"(\nfinetune:\n(?:  .*\n)*?  learning_rate: )\S+", r"\g<1>6e-05", path.read_text())
+    path.write_text(text)
     assert yaml.safe_load(path.read_text())["finetune"]["learning_rate"] == "6e-05"
     assert load_params().finetune.learning_rate == pytest.approx(6e-5)
 
