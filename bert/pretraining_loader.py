@@ -270,4 +270,3 @@ def to_tensors(batch: dict[str, np.ndarray]) -> dict[str, torch.Tensor]:
         "masked_lm_ids": column("masked_lm_ids"),
         "next_sentence_labels": column("next_sentence_labels").reshape(-1),
     }
-

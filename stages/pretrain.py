@@ -71,11 +71,14 @@ def pretrain(params, phase: str, distributed) -> None:
     vocab_size = len(vocab_file.read_text(encoding="utf-8").splitlines())
     shards = sorted(Path(f"data/examples/{phase}").glob("*.hdf5"))
 
+    length_binning, unpad = _fast_path_switches(params)
+    # apex's FusedLayerNorm with use_apex (as FusedLAMB below); both fall back to torch when absent
+    options = dict(apex_layer_norm=params.pretrain.use_apex, unpad=unpad)
     torch.manual_seed(params.seed)  # the same initial weights on every rank
     if phase == "phase1":
-        model = BertForPreTraining(BertConfig.resolve(params.model.size, vocab_size))
+        model = BertForPreTraining(BertConfig.resolve(params.model.size, vocab_size), **options)
     else:
-        model = BertForPreTraining.from_pretrained("data/models/phase1")
+        model = BertForPreTraining.from_pretrained("data/models/phase1", **options)
         if model.config.vocab_size != vocab_size:
             raise UserError(
                 f"data/models/phase1 has vocab_size {model.config.vocab_size}, {vocab_file} has {vocab_size}; re-run phase 1"
@@ -117,6 +120,7 @@ def pretrain(params, phase: str, distributed) -> None:
         num_workers=params.pretrain.data_workers,
         pin_memory=distributed.device.type == "cuda",
         masking=masking,
+        length_binning=length_binning,
     )
     global_batch = spec.batch_size * spec.grad_accum_steps * distributed.world_size
     if distributed.is_main:
@@ -125,6 +129,11 @@ def pretrain(params, phase: str, distributed) -> None:
             phase, params.model.size, model.num_parameters() / 1e6, len(shards), sum(data.sizes),
             global_batch, spec.batch_size, spec.grad_accum_steps, distributed.world_size, spec.max_steps,
         )  # fmt: skip
+        log.info(
+            "batches cut to their longest sequence%s; encoder on %s",
+            ", sequences binned by length" if length_binning else "",
+            "packed real tokens (unpad)" if unpad else "padded batches",
+        )
     config = TrainConfig(
         max_steps=spec.max_steps,
         grad_accum_steps=spec.grad_accum_steps,
@@ -140,7 +149,7 @@ def pretrain(params, phase: str, distributed) -> None:
         seed=params.seed,
         live_dir=Path(f"dvclive/pretrain_{phase}"),
         metrics_file=Path(f"metrics/pretrain_{phase}.json"),
-        run_signature=_signature(params, phase, global_batch, shards),
+        run_signature=_signature(params, phase, global_batch, shards, length_binning),
     )
     train(model, data, pretraining_loss, optimizer, scheduler, config)
     if distributed.is_main:
@@ -150,7 +159,16 @@ def pretrain(params, phase: str, distributed) -> None:
         log.info("wrote data/models/%s", phase)
 
 
-def _signature(params, phase: str, global_batch: int, shards: list[Path]) -> str:
+def _fast_path_switches(params) -> tuple[bool, bool]:
+    """pretrain.length_binning and pretrain.unpad, false when params.yaml does not name them.
+    (Until stages/params.py declares both fields; then read them as params.pretrain.<name>.)"""
+    return (
+        bool(getattr(params.pretrain, "length_binning", False)),
+        bool(getattr(params.pretrain, "unpad", False)),
+    )
+
+
+def _signature(params, phase: str, global_batch: int, shards: list[Path], length_binning: bool) -> str:
     """What makes a checkpoint belong to this run. Not the world size or the split of the global
     batch into per-device batch x accumulation: resuming on other hardware is allowed."""
     spec = getattr(params.pretrain, phase)
@@ -167,6 +185,8 @@ def _signature(params, phase: str, global_batch: int, shards: list[Path]) -> str
         "masking": params.examples.masking,
         "shards": [(p.name, p.stat().st_size) for p in shards],
     }
+    if length_binning:  # another data order; named only when on, so older checkpoints still resume
+        described["length_binning"] = True
     return hashlib.sha256(json.dumps(described, sort_keys=True).encode()).hexdigest()[:16]
 
 

@@ -21,7 +21,13 @@ def write_vocab(path: Path) -> Path:
 
 
 def write_shard(
-    path: Path, rows: int, seq_len: int, max_pred: int, seed: int, dynamic: bool = False, min_length: int | None = None
+    path: Path,
+    rows: int,
+    seq_len: int,
+    max_pred: int,
+    seed: int,
+    dynamic: bool = False,
+    min_length: int | None = None,
 ) -> Path:
     """Rows of random real length in [min_length (default seq_len // 2), seq_len], then padding."""
     rng = np.random.default_rng(seed)

@@ -255,7 +255,9 @@ def test_loader_ranks_split_the_global_batch(tmp_path):
     halves = [PretrainingData(shards, batch_size=4, seed=5, rank=r, world_size=2) for r in range(2)]
     assert len(whole) == len(halves[0]) == 97 // 8
     for one, a, b in zip(whole, *halves):
-        assert torch.equal(padded(one["input_ids"]), torch.cat([padded(a["input_ids"]), padded(b["input_ids"])]))
+        assert torch.equal(
+            padded(one["input_ids"]), torch.cat([padded(a["input_ids"]), padded(b["input_ids"])])
+        )
         assert set(one) == {
             "input_ids",
             "token_type_ids",
