@@ -189,10 +189,9 @@ class PackedSequences:
         return cls(indices, offsets, int(lengths.max()))  # one host sync per forward, not per layer
 
     @cached_property
-    def bounds(self) -> list[tuple[int, int]]:
-        """(first, end) packed index of each sequence, on the host."""
-        offsets = self.offsets.tolist()
-        return list(zip(offsets[:-1], offsets[1:]))
+    def lengths(self) -> list[int]:
+        """Each sequence's length, on the host."""
+        return self.offsets.diff().tolist()
 
 
 class SelfAttention(nn.Module):
@@ -239,13 +238,11 @@ def packed_attention(
             for part in (q, k, v)
         )
         return F.scaled_dot_product_attention(q, k, v, dropout_p=dropout_p).transpose(1, 2).values()
-    outputs = [
-        F.scaled_dot_product_attention(
-            q[a:b].transpose(0, 1), k[a:b].transpose(0, 1), v[a:b].transpose(0, 1), dropout_p=dropout_p
-        ).transpose(0, 1)
-        for a, b in packed.bounds
-    ]
-    return torch.cat(outputs)
+    # [heads, T, head_size] made contiguous once, so each sequence's [heads, length, head_size] has
+    # dense matrices; split, not slices: its backward is one concatenation, not a zero-filled [T] each
+    per_sequence = zip(*(x.transpose(0, 1).contiguous().split(packed.lengths, dim=1) for x in (q, k, v)))
+    outputs = [F.scaled_dot_product_attention(*parts, dropout_p=dropout_p) for parts in per_sequence]
+    return torch.cat(outputs, dim=1).transpose(0, 1)
 
 
 class EncoderLayer(nn.Module):

@@ -200,7 +200,7 @@ def test_packed_attention_equals_masked_attention(jagged):
     ).transpose(1, 2)
     got = packed_attention(*(x.flatten(0, 1)[packed.indices] for x in (q, k, v)), packed, 0.0, jagged)
     torch.testing.assert_close(got, expected.flatten(0, 1)[packed.indices], atol=1e-5, rtol=0)
-    assert packed.bounds == [(0, 16), (16, 19), (19, 28)] and packed.max_seqlen == 16
+    assert packed.lengths == [16, 3, 9] and packed.max_seqlen == 16
 
 
 def test_unpadded_model_loads_with_the_option(tmp_path):
@@ -277,3 +277,24 @@ def test_stage_runs_binned_and_unpadded(tmp_path, monkeypatch):
     metrics = json.loads((root / "metrics/pretrain_phase1.json").read_text())
     assert metrics["steps"] == 4 and 0 <= metrics["padding_waste"] < 0.5
     assert (root / "dvclive/pretrain_phase1/plots/metrics/train/padding_waste.tsv").is_file()
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
+@pytest.mark.parametrize("precision", [torch.bfloat16, torch.float32])
+def test_unpadded_on_cuda_matches_padded(precision):
+    """The jagged path (flash / memory-efficient variable-length kernels) against the padded one."""
+    torch.manual_seed(0)
+    model = BertForPreTraining(config()).cuda().eval()
+    batch = {key: value.cuda() for key, value in padded_batch(LENGTHS).items()}
+    real = batch["attention_mask"].bool()
+    inputs = (batch["input_ids"], batch["token_type_ids"], batch["attention_mask"])
+    with torch.no_grad(), torch.autocast("cuda", dtype=precision, enabled=precision != torch.float32):
+        padded_seq, _ = model.bert(*inputs)
+        model.bert.unpad = True
+        packed_seq, _ = model.bert(*inputs)
+    tolerance = 3e-2 if precision == torch.bfloat16 else 1e-4
+    torch.testing.assert_close(packed_seq[real], padded_seq[real], atol=tolerance, rtol=0)
+    model.train()  # with attention dropout: trains, gradients finite
+    with torch.autocast("cuda", dtype=precision, enabled=precision != torch.float32):
+        model(**batch).loss.backward()
+    assert all(torch.isfinite(p.grad).all() for p in model.parameters() if p.grad is not None)
