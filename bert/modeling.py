@@ -7,8 +7,8 @@
 The default path runs on padded [N, S] batches and hides padding from attention with a mask. The
 unpadded path (`unpad=True`, as MosaicBERT and NVIDIA do) packs the real tokens into [T, H] first:
 embeddings, matmuls, LayerNorms and the feed-forward then only touch real tokens, and attention
-runs per sequence on a jagged nested tensor (flash attention's variable-length kernel on CUDA);
-the outputs are scattered back to [N, S, H], so the heads and the results are the same.
+runs within each sequence (flash attention's variable-length kernel on CUDA, one call per sequence
+on CPU); the outputs are scattered back to [N, S, H], so the heads and the results are the same.
 
 Heads: `BertForPreTraining` (masked LM with the decoder tied to the word embeddings, evaluated
 only at the masked positions, plus next-sentence prediction) and `BertForQuestionAnswering`
