@@ -4,6 +4,12 @@
            ─► L x encoder layer:  x = LN(x + Attention(x));  x = LN(x + W2·gelu(W1·x))   (post-LayerNorm)
            ─► sequence_output [N, S, H]  and  pooled_output = tanh(W·h_[CLS]) [N, H]
 
+The default path runs on padded [N, S] batches and hides padding from attention with a mask. The
+unpadded path (`unpad=True`, as MosaicBERT and NVIDIA do) packs the real tokens into [T, H] first:
+embeddings, matmuls, LayerNorms and the feed-forward then only touch real tokens, and attention
+runs within each sequence (flash attention's variable-length kernel on CUDA, one call per sequence
+on CPU); the outputs are scattered back to [N, S, H], so the heads and the results are the same.
+
 Heads: `BertForPreTraining` (masked LM with the decoder tied to the word embeddings, evaluated
 only at the masked positions, plus next-sentence prediction) and `BertForQuestionAnswering`
 (a start and an end logit per token). Parameter values, and therefore outputs, are exactly those
@@ -14,7 +20,7 @@ of Google's BERT and of Hugging Face `transformers`; `bert/hf.py` maps the param
 import json
 import logging
 from dataclasses import asdict, dataclass, fields
-from functools import partial
+from functools import cached_property, partial
 from pathlib import Path
 
 import torch
@@ -155,17 +161,37 @@ class Embeddings(nn.Module):
         self.layer_norm = make_layer_norm(config, apex_layer_norm)
         self.dropout = nn.Dropout(config.hidden_dropout_prob)
 
-    def forward(self, input_ids: torch.Tensor, token_type_ids: torch.Tensor) -> torch.Tensor:
-        seq_len = input_ids.shape[1]
-        if seq_len > self.position_embeddings.num_embeddings:
-            raise UserError(
-                f"sequence length {seq_len} exceeds max_position_embeddings "
-                f"{self.position_embeddings.num_embeddings} of the model config"
-            )
-        positions = torch.arange(seq_len, device=input_ids.device)
+    def forward(
+        self, input_ids: torch.Tensor, token_type_ids: torch.Tensor, positions: torch.Tensor | None = None
+    ) -> torch.Tensor:
+        """[N, S] ids -> [N, S, H]; or packed [T] ids with their `positions` -> [T, H]."""
+        if positions is None:
+            positions = torch.arange(input_ids.shape[1], device=input_ids.device)
         x = self.word_embeddings(input_ids) + self.token_type_embeddings(token_type_ids)
         x = x + self.position_embeddings(positions)
         return self.dropout(self.layer_norm(x))
+
+
+@dataclass
+class PackedSequences:
+    """Where the real tokens of a padded [N, S] batch sit once packed into [T] (the unpadded path):
+    sequence i is packed tokens offsets[i]:offsets[i + 1]."""
+
+    indices: torch.Tensor  # [T] flat indices n * S + s of the real tokens, row-major
+    offsets: torch.Tensor  # [N + 1] int64, the cumulative sequence lengths ("cu_seqlens")
+    max_seqlen: int
+
+    @classmethod
+    def from_mask(cls, attention_mask: torch.Tensor) -> "PackedSequences":
+        lengths = attention_mask.sum(1)
+        indices = attention_mask.flatten().nonzero().squeeze(1)
+        offsets = F.pad(lengths.cumsum(0), (1, 0))
+        return cls(indices, offsets, int(lengths.max()))  # one host sync per forward, not per layer
+
+    @cached_property
+    def lengths(self) -> list[int]:
+        """Each sequence's length, on the host."""
+        return self.offsets.diff().tolist()
 
 
 class SelfAttention(nn.Module):
@@ -177,7 +203,9 @@ class SelfAttention(nn.Module):
         self.out = nn.Linear(config.hidden_size, config.hidden_size)
         self.dropout_p = config.attention_probs_dropout_prob
 
-    def forward(self, x: torch.Tensor, key_mask: torch.Tensor | None) -> torch.Tensor:
+    def forward(self, x: torch.Tensor, key_mask: torch.Tensor | PackedSequences | None) -> torch.Tensor:
+        if isinstance(key_mask, PackedSequences):
+            return self.forward_packed(x, key_mask)
         n, s, h = x.shape
         # [N, S, 3H] -> three [N, heads, S, head_size]
         q, k, v = self.qkv(x).view(n, s, 3, self.num_heads, h // self.num_heads).permute(2, 0, 3, 1, 4)
@@ -185,6 +213,36 @@ class SelfAttention(nn.Module):
             q, k, v, attn_mask=key_mask, dropout_p=self.dropout_p if self.training else 0.0
         )
         return self.out(y.transpose(1, 2).reshape(n, s, h))
+
+    def forward_packed(self, x: torch.Tensor, packed: PackedSequences) -> torch.Tensor:
+        """x: [T, H] packed tokens; each attends to the tokens of its own sequence only."""
+        t, h = x.shape
+        q, k, v = self.qkv(x).view(t, 3, self.num_heads, h // self.num_heads).unbind(1)
+        dropout_p = self.dropout_p if self.training else 0.0
+        y = packed_attention(q, k, v, packed, dropout_p, jagged=x.is_cuda)
+        return self.out(y.reshape(t, h))
+
+
+def packed_attention(
+    q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, packed: PackedSequences, dropout_p: float, jagged: bool
+) -> torch.Tensor:
+    """Attention of packed [T, heads, head_size] tokens within their own sequences -> [T, heads,
+    head_size]. jagged: one SDPA call on jagged nested tensors, which runs flash attention's
+    variable-length kernel on CUDA. Otherwise one SDPA call per sequence: on CPU jagged SDPA
+    falls back to generic code 10x slower than this loop."""
+    if jagged:
+        q, k, v = (
+            torch.nested.nested_tensor_from_jagged(
+                part.contiguous(), packed.offsets, max_seqlen=packed.max_seqlen
+            ).transpose(1, 2)  # [N, heads, j, head_size]
+            for part in (q, k, v)
+        )
+        return F.scaled_dot_product_attention(q, k, v, dropout_p=dropout_p).transpose(1, 2).values()
+    # [heads, T, head_size] made contiguous once, so each sequence's [heads, length, head_size] has
+    # dense matrices; split, not slices: its backward is one concatenation, not a zero-filled [T] each
+    per_sequence = zip(*(x.transpose(0, 1).contiguous().split(packed.lengths, dim=1) for x in (q, k, v)))
+    outputs = [F.scaled_dot_product_attention(*parts, dropout_p=dropout_p) for parts in per_sequence]
+    return torch.cat(outputs, dim=1).transpose(0, 1)
 
 
 class EncoderLayer(nn.Module):
@@ -198,7 +256,7 @@ class EncoderLayer(nn.Module):
         self.ffn_norm = make_layer_norm(config, apex_layer_norm)
         self.dropout = nn.Dropout(config.hidden_dropout_prob)
 
-    def forward(self, x: torch.Tensor, key_mask: torch.Tensor | None) -> torch.Tensor:
+    def forward(self, x: torch.Tensor, key_mask: torch.Tensor | PackedSequences | None) -> torch.Tensor:
         x = self.attention_norm(x + self.dropout(self.attention(x, key_mask)))
         return self.ffn_norm(x + self.dropout(self.ffn_out(self.act(self.ffn_in(x)))))
 
@@ -233,9 +291,16 @@ class BertPreTrainedModel(nn.Module):
 
 
 class BertModel(BertPreTrainedModel):
-    def __init__(self, config: BertConfig, with_pooler: bool = True, apex_layer_norm: bool = False):
+    def __init__(
+        self,
+        config: BertConfig,
+        with_pooler: bool = True,
+        apex_layer_norm: bool = False,
+        unpad: bool = False,
+    ):
         super().__init__()
         self.config = config
+        self.unpad = unpad  # run the encoder on packed real tokens (see forward_unpadded)
         self.embeddings = Embeddings(config, apex_layer_norm)
         self.layers = nn.ModuleList(
             EncoderLayer(config, apex_layer_norm) for _ in range(config.num_hidden_layers)
@@ -252,13 +317,38 @@ class BertModel(BertPreTrainedModel):
     ) -> tuple[torch.Tensor, torch.Tensor | None]:
         """input_ids, token_type_ids, attention_mask: [N, S] (mask 1 = real token, 0 = padding).
         Returns sequence_output [N, S, H] and pooled_output [N, H] (None without a pooler)."""
+        if input_ids.shape[1] > self.config.max_position_embeddings:
+            raise UserError(
+                f"sequence length {input_ids.shape[1]} exceeds max_position_embeddings "
+                f"{self.config.max_position_embeddings} of the model config"
+            )
         if token_type_ids is None:
             token_type_ids = torch.zeros_like(input_ids)
+        if self.unpad and attention_mask is not None:
+            return self.forward_unpadded(input_ids, token_type_ids, attention_mask)
         # Padding is hidden from every query as a key: [N, 1, 1, S], True = attend.
         key_mask = None if attention_mask is None else attention_mask.bool()[:, None, None, :]
         x = self.embeddings(input_ids, token_type_ids)
         for layer in self.layers:
             x = layer(x, key_mask)
+        pooled = torch.tanh(self.pooler(x[:, 0])) if self.pooler is not None else None
+        return x, pooled
+
+    def forward_unpadded(
+        self, input_ids: torch.Tensor, token_type_ids: torch.Tensor, attention_mask: torch.Tensor
+    ) -> tuple[torch.Tensor, torch.Tensor | None]:
+        """The same outputs at the real tokens, computed on those only: gather them into [T],
+        run the encoder on [T, H], scatter the result back to [N, S, H] (zeros at padding)."""
+        n, s = input_ids.shape
+        packed = PackedSequences.from_mask(attention_mask)
+        x = self.embeddings(
+            input_ids.flatten()[packed.indices],
+            token_type_ids.flatten()[packed.indices],
+            positions=packed.indices % s,
+        )
+        for layer in self.layers:
+            x = layer(x, packed)
+        x = x.new_zeros(n * s, x.shape[1]).index_copy(0, packed.indices, x).view(n, s, -1)
         pooled = torch.tanh(self.pooler(x[:, 0])) if self.pooler is not None else None
         return x, pooled
 
@@ -274,10 +364,10 @@ class PreTrainingOutput:
 
 
 class BertForPreTraining(BertPreTrainedModel):
-    def __init__(self, config: BertConfig, apex_layer_norm: bool = False):
+    def __init__(self, config: BertConfig, apex_layer_norm: bool = False, unpad: bool = False):
         super().__init__()
         self.config = config
-        self.bert = BertModel(config, with_pooler=True, apex_layer_norm=apex_layer_norm)
+        self.bert = BertModel(config, with_pooler=True, apex_layer_norm=apex_layer_norm, unpad=unpad)
         self.act = ACTIVATIONS[config.hidden_act]
         self.mlm_transform = nn.Linear(config.hidden_size, config.hidden_size)
         self.mlm_norm = make_layer_norm(config, apex_layer_norm)
@@ -329,10 +419,10 @@ class QuestionAnsweringOutput:
 
 
 class BertForQuestionAnswering(BertPreTrainedModel):
-    def __init__(self, config: BertConfig, apex_layer_norm: bool = False):
+    def __init__(self, config: BertConfig, apex_layer_norm: bool = False, unpad: bool = False):
         super().__init__()
         self.config = config
-        self.bert = BertModel(config, with_pooler=False, apex_layer_norm=apex_layer_norm)
+        self.bert = BertModel(config, with_pooler=False, apex_layer_norm=apex_layer_norm, unpad=unpad)
         self.qa_outputs = nn.Linear(config.hidden_size, 2)  # a start and an end logit per token
         init_weights(self.qa_outputs, config.initializer_range)
 

@@ -19,7 +19,8 @@ def parameter_groups(model: nn.Module, weight_decay: float) -> list[dict]:
     (as BERT does). Parameters that do not require grad are left out; tied ones appear once."""
     no_decay_ids = set()
     for module in model.modules():
-        if isinstance(module, nn.LayerNorm):
+        # apex's FusedLayerNorm is no nn.LayerNorm subclass: known by its name
+        if isinstance(module, nn.LayerNorm) or type(module).__name__.endswith("LayerNorm"):
             no_decay_ids.update(id(p) for p in module.parameters(recurse=False))
     decay, no_decay = [], []
     for name, param in model.named_parameters():  # named_parameters() yields a tied tensor once

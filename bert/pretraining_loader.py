@@ -7,6 +7,15 @@ contiguous B rows of it, read straight from its part of the shard files. So the 
 depends only on the seed and the global batch, not on W — which is what lets a checkpoint resume
 on another number of GPUs — and every rank reads a balanced 1/W of every shard.
 
+Each micro-batch is cut to its longest real sequence (input_mask sum), rounded up to a multiple of
+8 for the tensor cores: the model computes the same outputs for the real tokens, and the masked
+positions stay valid, so a phase-2 batch of short pairs costs what it holds, not 512 columns.
+With `length_binning`, global micro-batches are also formed from sequences of similar length: the
+epoch's order is cut into windows of BIN_WINDOW global batches; each window's rows are sorted by
+length (ties broken at random), cut into global batches, and those batches shuffled within the
+window, all from (seed, epoch, window). A global batch still only depends on the seed and the
+global batch size, so the rank split and exact resume below hold with binning too.
+
 The position inside an epoch is "global samples consumed"; `skip_samples` resumes there exactly.
 Shards written with `masking="dynamic"` hold unmasked pairs: the loader masks each piece of a
 batch with bert.masking.mask_batch and an rng seeded from (seed, epoch, shard, first row), so
@@ -22,6 +31,9 @@ import torch
 from torch.utils.data import DataLoader, Dataset
 
 from bert.errors import UserError
+
+PAD_TO_MULTIPLE = 8  # tensor-core friendly widths, and at most S/8 shapes for torch.compile
+BIN_WINDOW = 64  # global batches sorted by length together when binning
 
 KEYS = (
     "input_ids",
@@ -94,6 +106,7 @@ class PretrainingData:
         num_workers: int = 0,
         pin_memory: bool = False,
         masking: DynamicMasking | None = None,
+        length_binning: bool = False,
     ):
         self.files = sorted(Path(f) for f in files)
         if not self.files:
@@ -107,6 +120,7 @@ class PretrainingData:
         self.dynamic = dynamic
         self.batch_size, self.seed, self.rank, self.world_size = batch_size, seed, rank, world_size
         self.num_workers, self.pin_memory = num_workers, pin_memory
+        self.length_binning = length_binning
         self.global_batch = batch_size * world_size
         self.batches_per_epoch = sum(self.sizes) // self.global_batch
         if self.batches_per_epoch == 0:
@@ -160,33 +174,52 @@ class EpochBatches(Dataset):
         sizes = np.array(data.sizes, dtype=np.int64)[order]
         self.starts = np.concatenate([[0], np.cumsum(sizes)])  # first global row of each shard in this epoch
         self.handles: dict[int, h5py.File] = {}
+        self.window: tuple | None = None  # (index, sorted rows, batch order) of the last window read
 
     def __len__(self) -> int:
         return self.data.batches_per_epoch
 
     def __getitem__(self, k: int) -> dict[str, torch.Tensor]:
         data = self.data
+        if data.length_binning:
+            return to_tensors(self._binned_batch(k))
         first = k * data.global_batch + data.rank * data.batch_size
+        return to_tensors(self._rows(first, first + data.batch_size))
+
+    def _rows(self, first: int, end: int) -> dict[str, np.ndarray]:
+        """Rows [first, end) of this epoch's global order, read as contiguous pieces of shards."""
         pieces = []
         row = first
-        while row < first + data.batch_size:
+        while row < end:
             slot = int(np.searchsorted(self.starts, row, side="right")) - 1
             shard = int(self.order[slot])
             begin = row - int(self.starts[slot])
-            count = min(first + data.batch_size - row, data.sizes[shard] - begin)
+            count = min(end - row, self.data.sizes[shard] - begin)
             pieces.append(self._read(shard, begin, begin + count))
             row += count
-        batch = {key: np.concatenate([p[key] for p in pieces]) for key in pieces[0]}
-        return {
-            "input_ids": torch.from_numpy(batch["input_ids"].astype(np.int64)),
-            "token_type_ids": torch.from_numpy(batch["segment_ids"].astype(np.int64)),
-            "attention_mask": torch.from_numpy(batch["input_mask"].astype(np.int64)),
-            "masked_lm_positions": torch.from_numpy(batch["masked_lm_positions"].astype(np.int64)),
-            "masked_lm_ids": torch.from_numpy(batch["masked_lm_ids"].astype(np.int64)),
-            "next_sentence_labels": torch.from_numpy(
-                batch["next_sentence_labels"].astype(np.int64).reshape(-1)
-            ),
-        }
+        return {key: np.concatenate([p[key] for p in pieces]) for key in pieces[0]}
+
+    def _binned_batch(self, k: int) -> dict[str, np.ndarray]:
+        data = self.data
+        window, index = divmod(k, BIN_WINDOW)
+        if self.window is None or self.window[0] != window:
+            self.window = (window, *self._read_window(window))
+        _, rows, batch_order = self.window
+        first = batch_order[index] * data.global_batch + data.rank * data.batch_size
+        return {key: values[first : first + data.batch_size] for key, values in rows.items()}
+
+    def _read_window(self, window: int) -> tuple[dict[str, np.ndarray], np.ndarray]:
+        """A window's rows sorted by real length, and the order its global batches are served in.
+        Every rank (and worker) reads the whole window: sorting needs all its lengths, and a
+        rank's rows are spread over it."""
+        data = self.data
+        batches = min(BIN_WINDOW, data.batches_per_epoch - window * BIN_WINDOW)
+        first = window * BIN_WINDOW * data.global_batch
+        rows = self._rows(first, first + batches * data.global_batch)
+        rng = np.random.default_rng([data.seed, data.epoch, window])
+        lengths = rows["input_mask"].sum(axis=1)
+        by_length = np.lexsort((rng.random(len(lengths)), lengths))
+        return {key: values[by_length] for key, values in rows.items()}, rng.permutation(batches)
 
     def _read(self, shard: int, begin: int, end: int) -> dict[str, np.ndarray]:
         if shard not in self.handles:
@@ -216,3 +249,24 @@ class EpochBatches(Dataset):
             rng,
         )
         return {"input_ids": masked, "masked_lm_positions": positions, "masked_lm_ids": labels}
+
+
+def to_tensors(batch: dict[str, np.ndarray]) -> dict[str, torch.Tensor]:
+    """A batch as BertForPreTraining's int64 arguments, cut to its longest real sequence rounded
+    up to a multiple of PAD_TO_MULTIPLE (never longer than the shard's rows)."""
+    seq_len = batch["input_ids"].shape[1]
+    longest = max(1, int(batch["input_mask"].sum(axis=1).max()))
+    width = min(seq_len, -(-longest // PAD_TO_MULTIPLE) * PAD_TO_MULTIPLE)
+
+    def column(key: str, cut: bool = False) -> torch.Tensor:
+        values = batch[key][:, :width] if cut else batch[key]
+        return torch.from_numpy(np.ascontiguousarray(values, dtype=np.int64))
+
+    return {
+        "input_ids": column("input_ids", cut=True),
+        "token_type_ids": column("segment_ids", cut=True),
+        "attention_mask": column("input_mask", cut=True),
+        "masked_lm_positions": column("masked_lm_positions"),
+        "masked_lm_ids": column("masked_lm_ids"),
+        "next_sentence_labels": column("next_sentence_labels").reshape(-1),
+    }

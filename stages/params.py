@@ -106,6 +106,8 @@ class Pretrain:
     max_nonfinite_steps: int = 10
     grad_clip: float = 1.0
     data_workers: int = 1
+    length_binning: bool = False
+    unpad: bool = False
 
 
 @dataclass

@@ -71,14 +71,14 @@ def pretrain(params, phase: str, distributed) -> None:
     vocab_size = len(vocab_file.read_text(encoding="utf-8").splitlines())
     shards = sorted(Path(f"data/examples/{phase}").glob("*.hdf5"))
 
+    length_binning, unpad = params.pretrain.length_binning, params.pretrain.unpad
+    # apex's FusedLayerNorm with use_apex (as FusedLAMB below); both fall back to torch when absent
+    options = dict(apex_layer_norm=params.pretrain.use_apex, unpad=unpad)
     torch.manual_seed(params.seed)  # the same initial weights on every rank
     if phase == "phase1":
-        config = BertConfig.resolve(params.model.size, vocab_size)
-        model = BertForPreTraining(config, apex_layer_norm=params.pretrain.use_apex)
+        model = BertForPreTraining(BertConfig.resolve(params.model.size, vocab_size), **options)
     else:
-        model = BertForPreTraining.from_pretrained(
-            "data/models/phase1", apex_layer_norm=params.pretrain.use_apex
-        )
+        model = BertForPreTraining.from_pretrained("data/models/phase1", **options)
         if model.config.vocab_size != vocab_size:
             raise UserError(
                 f"data/models/phase1 has vocab_size {model.config.vocab_size}, {vocab_file} has {vocab_size}; re-run phase 1"
@@ -120,6 +120,7 @@ def pretrain(params, phase: str, distributed) -> None:
         num_workers=params.pretrain.data_workers,
         pin_memory=distributed.device.type == "cuda",
         masking=masking,
+        length_binning=length_binning,
     )
     global_batch = spec.batch_size * spec.grad_accum_steps * distributed.world_size
     if distributed.is_main:
@@ -128,6 +129,11 @@ def pretrain(params, phase: str, distributed) -> None:
             phase, params.model.size, model.num_parameters() / 1e6, len(shards), sum(data.sizes),
             global_batch, spec.batch_size, spec.grad_accum_steps, distributed.world_size, spec.max_steps,
         )  # fmt: skip
+        log.info(
+            "batches cut to their longest sequence%s; encoder on %s",
+            ", sequences binned by length" if length_binning else "",
+            "packed real tokens (unpad)" if unpad else "padded batches",
+        )
     config = TrainConfig(
         max_steps=spec.max_steps,
         grad_accum_steps=spec.grad_accum_steps,
@@ -143,7 +149,7 @@ def pretrain(params, phase: str, distributed) -> None:
         seed=params.seed,
         live_dir=Path(f"dvclive/pretrain_{phase}"),
         metrics_file=Path(f"metrics/pretrain_{phase}.json"),
-        run_signature=_signature(params, phase, global_batch, shards),
+        run_signature=_signature(params, phase, global_batch, shards, length_binning),
     )
     train(model, data, pretraining_loss, optimizer, scheduler, config)
     if distributed.is_main:
@@ -153,7 +159,7 @@ def pretrain(params, phase: str, distributed) -> None:
         log.info("wrote data/models/%s", phase)
 
 
-def _signature(params, phase: str, global_batch: int, shards: list[Path]) -> str:
+def _signature(params, phase: str, global_batch: int, shards: list[Path], length_binning: bool) -> str:
     """What makes a checkpoint belong to this run. Not the world size or the split of the global
     batch into per-device batch x accumulation: resuming on other hardware is allowed."""
     spec = getattr(params.pretrain, phase)
@@ -174,6 +180,8 @@ def _signature(params, phase: str, global_batch: int, shards: list[Path]) -> str
         # Phase 2 continues phase 1: a new phase 1 must never let phase 2 resume its old checkpoints.
         "init": _sha256(Path("data/models/phase1/model.safetensors")) if phase == "phase2" else None,
     }
+    if length_binning:  # another data order; named only when on, so older checkpoints still resume
+        described["length_binning"] = True
     return hashlib.sha256(json.dumps(described, sort_keys=True).encode()).hexdigest()[:16]
 
 

@@ -20,7 +20,16 @@ def write_vocab(path: Path) -> Path:
     return path
 
 
-def write_shard(path: Path, rows: int, seq_len: int, max_pred: int, seed: int, dynamic: bool = False) -> Path:
+def write_shard(
+    path: Path,
+    rows: int,
+    seq_len: int,
+    max_pred: int,
+    seed: int,
+    dynamic: bool = False,
+    min_length: int | None = None,
+) -> Path:
+    """Rows of random real length in [min_length (default seq_len // 2), seq_len], then padding."""
     rng = np.random.default_rng(seed)
     input_ids = np.zeros((rows, seq_len), np.int32)
     input_mask = np.zeros((rows, seq_len), np.int8)
@@ -28,7 +37,7 @@ def write_shard(path: Path, rows: int, seq_len: int, max_pred: int, seed: int, d
     positions = np.zeros((rows, max_pred), np.int32)
     labels = np.zeros((rows, max_pred), np.int32)
     for r in range(rows):
-        length = int(rng.integers(seq_len // 2, seq_len + 1))
+        length = int(rng.integers(min_length or seq_len // 2, seq_len + 1))
         split = int(rng.integers(2, length - 2))
         tokens = rng.integers(5, len(VOCAB), size=length)
         tokens[0], tokens[split], tokens[length - 1] = CLS, SEP, SEP
@@ -57,10 +66,12 @@ def write_shard(path: Path, rows: int, seq_len: int, max_pred: int, seed: int, d
     return path
 
 
-def write_shards(directory: Path, sizes=(40, 24, 33), seq_len=16, max_pred=3, dynamic=False) -> list[Path]:
+def write_shards(
+    directory: Path, sizes=(40, 24, 33), seq_len=16, max_pred=3, dynamic=False, min_length=None
+) -> list[Path]:
     directory.mkdir(parents=True, exist_ok=True)
     return [
-        write_shard(directory / f"part-{i:05d}.hdf5", n, seq_len, max_pred, seed=100 + i, dynamic=dynamic)
+        write_shard(directory / f"part-{i:05d}.hdf5", n, seq_len, max_pred, 100 + i, dynamic, min_length)
         for i, n in enumerate(sizes)
     ]
 

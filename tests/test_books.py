@@ -115,6 +115,7 @@ def test_stage_reports_missing_text_column_in_one_line(tmp_path):
     for sample in (
         "data/sample/wikipedia/samplewiki-20260101-pages-articles.xml.bz2",
         "data/sample/books/parquet/train-00000-of-00001.parquet",
+        "data/sample/books/txt",
     ):
         params = params.replace(sample, str(source))
     (tmp_path / "params.yaml").write_text(params, encoding="utf-8")

@@ -206,6 +206,7 @@ def run_stage_in(workdir: Path, *args: str) -> subprocess.CompletedProcess:
     for sample in (
         "data/sample/wikipedia/samplewiki-20260101-pages-articles.xml.bz2",
         "data/sample/books/parquet/train-00000-of-00001.parquet",
+        "data/sample/books/txt",
     ):
         params = params.replace(sample, str(source))
     (workdir / "params.yaml").write_text(params, encoding="utf-8")
