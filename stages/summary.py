@@ -1,5 +1,6 @@
 """What `make demo` prints at the end: the metrics, and where the artifacts and plots are."""
 
+import json
 import subprocess
 import sys
 from pathlib import Path
@@ -18,10 +19,34 @@ ARTIFACTS = [
 ]
 
 
+def flatten(values: dict, prefix: str = "") -> dict:
+    flat = {}
+    for key, value in values.items():
+        if isinstance(value, dict):
+            flat.update(flatten(value, f"{prefix}{key}."))
+        else:
+            flat[f"{prefix}{key}"] = value
+    return flat
+
+
+def show_metrics(dvc: str) -> None:
+    """`dvc metrics show`, one block per file (the table form is hundreds of columns wide)."""
+    result = subprocess.run([dvc, "metrics", "show", "--json"], capture_output=True, text=True)
+    if result.returncode != 0:
+        print(result.stderr.strip())
+        return
+    for revision in json.loads(result.stdout or "{}").values():
+        for path, content in revision.get("data", {}).items():
+            print(f"  {path}")
+            for key, value in flatten(content.get("data") or {}).items():
+                shown = f"{value:.4g}" if isinstance(value, float) else value
+                print(f"      {key:<44} {shown}")
+
+
 def main() -> None:
     dvc = str(Path(sys.executable).with_name("dvc"))
     print("\n== dvc metrics show ==")
-    subprocess.run([dvc, "metrics", "show"], check=False)
+    show_metrics(dvc)
     print("\n== artifacts ==")
     for path, what in ARTIFACTS:
         mark = " " if Path(path).exists() else "?"
