@@ -131,6 +131,7 @@ def test_experiment_then_metrics_diff(clone):
 
 
 def test_queued_sweep_and_seed_study(clone):
+    dvc("exp", "remove", "--all-commits", cwd=clone)  # the study covers these three experiments only
     dvc("exp", "run", "--queue", "-S", "finetune.seed=1,2,3", cwd=clone)
     dvc("queue", "start", "--jobs", "1", cwd=clone)
     _wait_for_queue(clone)
