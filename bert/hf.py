@@ -8,14 +8,13 @@ for a tokenizer, `vocab.txt` + `tokenizer_config.json`. Our modules are named fo
 
 import json
 import logging
-import os
 import shutil
-import tempfile
 from pathlib import Path
 
 import torch
 from safetensors.torch import load_file, save_file
 
+from bert.atomic import atomic_folder
 from bert.errors import UserError
 from bert.modeling import BertConfig, BertForPreTraining, BertForQuestionAnswering, BertModel
 
@@ -184,11 +183,8 @@ def save_pretrained(
 ) -> None:
     """`model.save_pretrained(directory)`: see BertPreTrainedModel.save_pretrained. The folder is
     written beside its final place and renamed into it, so it is either complete or absent."""
-    directory = Path(directory)
-    directory.parent.mkdir(parents=True, exist_ok=True)
     config = {"architectures": [type(model).__name__], "model_type": "bert", **model.config.to_dict()}
-    staging = Path(tempfile.mkdtemp(prefix=f".{directory.name}.", dir=directory.parent))
-    try:
+    with atomic_folder(directory) as staging:
         (staging / "config.json").write_text(json.dumps(config, indent=2) + "\n")
         save_file(to_hf_state_dict(model), staging / "model.safetensors", metadata={"format": "pt"})
         if vocab_file is not None:
@@ -199,14 +195,3 @@ def save_pretrained(
                 "model_max_length": model.config.max_position_embeddings,
             }
             (staging / "tokenizer_config.json").write_text(json.dumps(tokenizer_config, indent=2) + "\n")
-        os.chmod(staging, 0o755)  # mkdtemp makes it private
-        if directory.exists():
-            # A directory cannot be replaced in one rename: move the old one aside first.
-            retired = Path(tempfile.mkdtemp(prefix=f".{directory.name}.old.", dir=directory.parent))
-            os.replace(directory, retired / directory.name)
-            os.replace(staging, directory)
-            shutil.rmtree(retired)
-        else:
-            os.replace(staging, directory)
-    finally:
-        shutil.rmtree(staging, ignore_errors=True)

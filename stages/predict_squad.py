@@ -8,14 +8,12 @@ and for v2.0 null_odds.json} (null score minus the best span's score, per questi
 
 import json
 import logging
-import os
-import shutil
-import tempfile
 import time
 from pathlib import Path
 
 import torch
 
+from bert.atomic import atomic_folder
 from bert.errors import UserError
 from bert.finetune import model_tokenizer, predict_logits
 from bert.modeling import BertForQuestionAnswering
@@ -70,23 +68,11 @@ def main() -> None:
 def write_folder(directory: Path, files: dict[str, object]) -> None:
     """Write JSON files into a new folder beside `directory`, then swap it into place: the folder
     is complete or absent, never half-written (and a v1.1 run leaves no stale null_odds.json)."""
-    directory.parent.mkdir(parents=True, exist_ok=True)
-    staging = Path(tempfile.mkdtemp(prefix=f".{directory.name}.", dir=directory.parent))
-    try:
+    with atomic_folder(directory) as staging:
         for name, content in files.items():
             with open(staging / name, "w", encoding="utf-8") as file:
                 json.dump(content, file, indent=2, ensure_ascii=False)
                 file.write("\n")
-        os.chmod(staging, 0o755)
-        if directory.exists():
-            retired = Path(tempfile.mkdtemp(prefix=f".{directory.name}.old.", dir=directory.parent))
-            os.replace(directory, retired / directory.name)
-            os.replace(staging, directory)
-            shutil.rmtree(retired)
-        else:
-            os.replace(staging, directory)
-    finally:
-        shutil.rmtree(staging, ignore_errors=True)
 
 
 if __name__ == "__main__":

@@ -21,7 +21,8 @@ from pathlib import Path
 import pyarrow.parquet as pq
 from tqdm import tqdm
 
-from bert.corpus.documents import DocumentWriter, atomic_folder
+from bert.atomic import atomic_folder
+from bert.corpus.documents import DocumentWriter
 from bert.errors import UserError
 
 log = logging.getLogger(__name__)

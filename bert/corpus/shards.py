@@ -32,8 +32,9 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 from tqdm import tqdm
 
+from bert.atomic import atomic_folder
 from bert.corpus import sentences as punkt
-from bert.corpus.documents import atomic_folder, document_files
+from bert.corpus.documents import document_files
 from bert.errors import UserError
 
 log = logging.getLogger(__name__)

@@ -29,7 +29,8 @@ from tqdm import tqdm
 from wikiextractor import extract as wikiextractor
 from wikiextractor import template_blob
 
-from bert.corpus.documents import DocumentWriter, atomic_folder
+from bert.atomic import atomic_folder
+from bert.corpus.documents import DocumentWriter
 from bert.errors import UserError
 
 log = logging.getLogger(__name__)

@@ -1,0 +1,61 @@
+"""Output folders that are complete or absent: the one way every stage and `save_pretrained`
+write a folder, so a failed, killed or disk-full run never leaves half-written output behind."""
+
+import contextlib
+import os
+import shutil
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
+
+from bert.errors import UserError, is_disk_full
+
+
+@contextlib.contextmanager
+def atomic_folder(out_dir: str | Path) -> Iterator[Path]:
+    """Yield an empty temporary folder next to `out_dir`; on success it replaces `out_dir`.
+
+    On any error the temporary folder is removed and an existing `out_dir` is left untouched, so
+    a failed or interrupted stage never leaves half-written output behind.
+    """
+    out_dir = Path(out_dir)
+    try:
+        out_dir.parent.mkdir(parents=True, exist_ok=True)
+        _clear_interrupted(out_dir)
+        tmp_dir = Path(tempfile.mkdtemp(prefix=f".{out_dir.name}.tmp-", dir=out_dir.parent))
+    except OSError as error:
+        raise UserError(
+            f"{out_dir}: cannot write the output folder ({error.strerror}: {error.filename}); "
+            "check that the path is a writable folder"
+        ) from None
+    try:
+        yield tmp_dir
+        os.chmod(tmp_dir, 0o755)  # mkdtemp makes it private; the output is an ordinary folder
+        old = None
+        if out_dir.exists():
+            old = out_dir.parent / f".{out_dir.name}.old-{os.getpid()}"
+            os.replace(out_dir, old)
+        os.replace(tmp_dir, out_dir)
+        if old is not None:
+            shutil.rmtree(old)
+    except Exception as error:
+        if isinstance(error, UserError) or not is_disk_full(error):
+            raise
+        raise UserError(
+            f"{out_dir}: disk full while writing it ({error}); the previous {out_dir.name} is "
+            f"untouched. Free space on {out_dir.parent.resolve()} and run the stage again"
+        ) from None
+    finally:
+        shutil.rmtree(tmp_dir, ignore_errors=True)
+
+
+def _clear_interrupted(out_dir: Path) -> None:
+    """Clean up after a run of atomic_folder that was killed: remove its temporary folder and put
+    back the previous output if it was killed between moving that aside and renaming the new one."""
+    for old in sorted(out_dir.parent.glob(f".{out_dir.name}.old-*")):
+        if out_dir.exists():
+            shutil.rmtree(old)
+        else:
+            os.replace(old, out_dir)
+    for tmp in out_dir.parent.glob(f".{out_dir.name}.tmp-*"):
+        shutil.rmtree(tmp)
