@@ -14,10 +14,21 @@ from tests.shard_fixtures import VOCAB, write_shards, write_vocab
 REPO = Path(__file__).resolve().parents[1]
 
 
-def make_workspace(root: Path, nproc: int = 1, batch_size: int = 8, **pretrain) -> Path:
-    params = yaml.safe_load((REPO / "params.yaml").read_text())
-    for corpus in params["corpora"].values():  # the stage does not read them; they must exist
+def repo_params() -> dict:
+    """The repository's params, with every corpus source pointing at `params.yaml` itself: stages
+    other than `download` never read the sources, but the schema checks that they exist."""
+    params = yaml.safe_load((REPO / "params.yaml").read_text(encoding="utf-8"))
+    for corpus in params["corpora"].values():
         corpus["sources"] = ["params.yaml"]
+    return params
+
+
+def write_params(root: Path, params: dict | None = None) -> None:
+    (root / "params.yaml").write_text(yaml.safe_dump(params or repo_params()), encoding="utf-8")
+
+
+def make_workspace(root: Path, nproc: int = 1, batch_size: int = 8, **pretrain) -> Path:
+    params = repo_params()
     config = dict(vocab_size=len(VOCAB), hidden_size=16, num_hidden_layers=1, num_attention_heads=2, intermediate_size=32,
                   max_position_embeddings=32, hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0)  # fmt: skip
     root.mkdir(parents=True, exist_ok=True)
@@ -31,7 +42,7 @@ def make_workspace(root: Path, nproc: int = 1, batch_size: int = 8, **pretrain) 
     params["distributed"].update(
         nproc_per_node=nproc, rdzv_endpoint=f"localhost:{29500 + os.getpid() % 1000}"
     )
-    (root / "params.yaml").write_text(yaml.safe_dump(params))
+    write_params(root, params)
     (root / "data/vocab").mkdir(parents=True)
     write_vocab(root / "data/vocab/vocab.txt")
     write_shards(root / "data/examples/phase1", sizes=(40, 24, 33), seq_len=16, max_pred=3)

@@ -10,6 +10,7 @@ import pytest
 from bert.corpus import books
 from bert.corpus.books import format_books
 from bert.errors import UserError
+from tests.stage_workspace import write_params
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -109,16 +110,7 @@ def test_stage_reports_missing_text_column_in_one_line(tmp_path):
     raw = tmp_path / "data" / "raw" / "bookcorpus"
     raw.mkdir(parents=True)
     pq.write_table(pa.table({"content": ["x"]}), raw / "wrong.parquet")
-    source = tmp_path / "source.txt"
-    source.write_text("x")
-    params = (REPO / "params.yaml").read_text(encoding="utf-8")
-    for sample in (
-        "data/sample/wikipedia/samplewiki-20260101-pages-articles.xml.bz2",
-        "data/sample/books/parquet/train-00000-of-00001.parquet",
-        "data/sample/books/txt",
-    ):
-        params = params.replace(sample, str(source))
-    (tmp_path / "params.yaml").write_text(params, encoding="utf-8")
+    write_params(tmp_path)
     env = {**os.environ, "PYTHONPATH": str(REPO)}
     result = subprocess.run(
         [sys.executable, "-m", "stages.format_books"],

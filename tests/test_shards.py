@@ -13,6 +13,7 @@ from bert.corpus import sentences as punkt
 from bert.corpus.documents import DocumentWriter
 from bert.corpus.shards import pack_largest_first, shard_corpus, split_train_test
 from bert.errors import UserError
+from tests.stage_workspace import write_params
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -214,16 +215,7 @@ def test_pretrained_mode_without_nltk_data_is_a_clear_error(tmp_path):
 
 def test_shard_stage(tmp_path):
     write_table(tmp_path / "data" / "documents" / "bookcorpus", synthetic_documents(60))
-    source = tmp_path / "source.txt"
-    source.write_text("x")
-    params = (REPO / "params.yaml").read_text(encoding="utf-8")
-    for sample in (
-        "data/sample/wikipedia/samplewiki-20260101-pages-articles.xml.bz2",
-        "data/sample/books/parquet/train-00000-of-00001.parquet",
-        "data/sample/books/txt",
-    ):
-        params = params.replace(sample, str(source))
-    (tmp_path / "params.yaml").write_text(params, encoding="utf-8")
+    write_params(tmp_path)
     env = {**os.environ, "PYTHONPATH": str(REPO)}
     run = [sys.executable, "-m", "stages.shard"]
     result = subprocess.run(

@@ -9,6 +9,7 @@ import pytest
 
 from bert.corpus.wikipedia import DumpReader, extract_wikipedia, skip_reason
 from bert.errors import UserError
+from tests.stage_workspace import write_params
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -200,16 +201,7 @@ def test_unwritable_output_folder(tmp_path):
 
 def run_stage_in(workdir: Path, *args: str) -> subprocess.CompletedProcess:
     """Run a stage as DVC does: from a project folder with its own params.yaml."""
-    params = (REPO / "params.yaml").read_text(encoding="utf-8")
-    source = workdir / "source.txt"
-    source.write_text("placeholder source\n", encoding="utf-8")
-    for sample in (
-        "data/sample/wikipedia/samplewiki-20260101-pages-articles.xml.bz2",
-        "data/sample/books/parquet/train-00000-of-00001.parquet",
-        "data/sample/books/txt",
-    ):
-        params = params.replace(sample, str(source))
-    (workdir / "params.yaml").write_text(params, encoding="utf-8")
+    write_params(workdir)
     env = {**os.environ, "PYTHONPATH": str(REPO)}
     return subprocess.run(
         [sys.executable, "-m", *args], cwd=workdir, env=env, capture_output=True, text=True, timeout=120
