@@ -10,8 +10,8 @@ Each figure comes from the benchmark that owns it: bench/pretrain_step.py (one f
 step with LAMB, the fastest of --rounds rounds), bench/squad_train.py (a fine-tuning step with
 AdamW, clipping included) and bench/squad_inference.py (forward only). Sequences are full length
 (no padding), so the figures are those of the model, not of the data's length mix. MFU is model
-FLOPs (bert.modeling.training_flops_per_sequence; a third of it for inference, no masked tokens
-for SQuAD) over time and the GPU's dense peak for the precision; on a CPU it is left blank.
+FLOPs (bert.modeling.training_flops_per_sequence for pretraining; for SQuAD the encoder on every
+token, bert.modeling.encoder_forward_flops, x3 for training) over time and the GPU's dense peak for the precision; on a CPU it is left blank.
 Default batch sizes per device: --batch-phase1 etc. override them.
 """
 
@@ -30,7 +30,11 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run from anywher
 from bench import pretrain_step  # noqa: E402
 from bench.squad_inference import random_inputs, time_inference  # noqa: E402
 from bench.squad_train import time_training  # noqa: E402
-from bert.modeling import BertConfig, BertForQuestionAnswering, training_flops_per_sequence  # noqa: E402
+from bert.modeling import (  # noqa: E402
+    BertConfig,
+    BertForQuestionAnswering,
+    encoder_forward_flops,
+)
 
 TASKS = ("phase1", "phase2", "squad_finetune", "squad_inference")
 SEQ_LEN = {"phase1": 128, "phase2": 512, "squad_finetune": 384, "squad_inference": 384}
@@ -119,13 +123,13 @@ def squad_row(size: str, task: str, batch: int, settings: dict) -> dict:
     seq_len = SEQ_LEN[task]
     if task == "squad_finetune":
         figures = time_training(model, batch, seq_len, settings["steps"], settings["warmup"], precision)
-        flops = training_flops_per_sequence(config, seq_len, masked_per_seq=0)
+        flops = 3 * encoder_forward_flops(config, seq_len)  # backward = 2 x forward
     else:
         inputs = random_inputs(config.vocab_size, batch, seq_len, device)
         figures = time_inference({"ours": model}, inputs, settings["steps"], settings["warmup"], precision)[
             "ours"
         ]
-        flops = training_flops_per_sequence(config, seq_len, masked_per_seq=0) / 3  # forward only
+        flops = encoder_forward_flops(config, seq_len)
     speed = figures["sequences_per_second"]
     peak = settings["peak"]
     return {"sequences_per_second": speed, "mfu": speed * flops / (peak * 1e12) if peak else None}

@@ -203,16 +203,30 @@ class SelfAttention(nn.Module):
         self.out = nn.Linear(config.hidden_size, config.hidden_size)
         self.dropout_p = config.attention_probs_dropout_prob
 
-    def forward(self, x: torch.Tensor, key_mask: torch.Tensor | PackedSequences | None) -> torch.Tensor:
+    def forward(
+        self,
+        x: torch.Tensor,
+        key_mask: torch.Tensor | PackedSequences | None,
+        queries: torch.Tensor | None = None,
+    ) -> torch.Tensor:
+        """x: [N, S, H] -> [N, S, H]; or, given `queries` [N, Q, H] (rows of x), their outputs
+        [N, Q, H] only, still attending over all of x."""
         if isinstance(key_mask, PackedSequences):
             return self.forward_packed(x, key_mask)
         n, s, h = x.shape
-        # [N, S, 3H] -> three [N, heads, S, head_size]
-        q, k, v = self.qkv(x).view(n, s, 3, self.num_heads, h // self.num_heads).permute(2, 0, 3, 1, 4)
+        split_heads = partial(_split_heads, num_heads=self.num_heads)
+        if queries is None:
+            # [N, S, 3H] -> three [N, heads, S, head_size]
+            q, k, v = self.qkv(x).view(n, s, 3, self.num_heads, h // self.num_heads).permute(2, 0, 3, 1, 4)
+        else:
+            # The query projection for the queried rows only; keys and values for every token.
+            q = split_heads(F.linear(queries, self.qkv.weight[:h], self.qkv.bias[:h]))
+            k, v = F.linear(x, self.qkv.weight[h:], self.qkv.bias[h:]).view(n, s, 2, h).unbind(2)
+            k, v = split_heads(k), split_heads(v)
         y = F.scaled_dot_product_attention(
             q, k, v, attn_mask=key_mask, dropout_p=self.dropout_p if self.training else 0.0
         )
-        return self.out(y.transpose(1, 2).reshape(n, s, h))
+        return self.out(y.transpose(1, 2).flatten(2))
 
     def forward_packed(self, x: torch.Tensor, packed: PackedSequences) -> torch.Tensor:
         """x: [T, H] packed tokens; each attends to the tokens of its own sequence only."""
@@ -221,6 +235,12 @@ class SelfAttention(nn.Module):
         dropout_p = self.dropout_p if self.training else 0.0
         y = packed_attention(q, k, v, packed, dropout_p, jagged=x.is_cuda)
         return self.out(y.reshape(t, h))
+
+
+def _split_heads(x: torch.Tensor, num_heads: int) -> torch.Tensor:
+    """[N, S, H] -> [N, heads, S, head_size]."""
+    n, s, h = x.shape
+    return x.view(n, s, num_heads, h // num_heads).transpose(1, 2)
 
 
 def packed_attention(
@@ -256,9 +276,24 @@ class EncoderLayer(nn.Module):
         self.ffn_norm = make_layer_norm(config, apex_layer_norm)
         self.dropout = nn.Dropout(config.hidden_dropout_prob)
 
-    def forward(self, x: torch.Tensor, key_mask: torch.Tensor | PackedSequences | None) -> torch.Tensor:
-        x = self.attention_norm(x + self.dropout(self.attention(x, key_mask)))
+    def forward(
+        self,
+        x: torch.Tensor,
+        key_mask: torch.Tensor | PackedSequences | None,
+        query_positions: torch.Tensor | None = None,
+    ) -> torch.Tensor:
+        """x: [N, S, H] (or packed [T, H]) -> the same shape; given `query_positions` [N, Q],
+        the outputs at those positions only, [N, Q, H]: every row of a layer's output depends on
+        all of its input, but on no other row of its output."""
+        queries = None if query_positions is None else gather_rows(x, query_positions)
+        residual = x if queries is None else queries
+        x = self.attention_norm(residual + self.dropout(self.attention(x, key_mask, queries)))
         return self.ffn_norm(x + self.dropout(self.ffn_out(self.act(self.ffn_in(x)))))
+
+
+def gather_rows(x: torch.Tensor, positions: torch.Tensor) -> torch.Tensor:
+    """x [N, S, H], positions [N, Q] -> x[n, positions[n, q]] as [N, Q, H]."""
+    return x.gather(1, positions.long()[:, :, None].expand(-1, -1, x.shape[2]))
 
 
 class BertPreTrainedModel(nn.Module):
@@ -314,9 +349,14 @@ class BertModel(BertPreTrainedModel):
         input_ids: torch.Tensor,
         token_type_ids: torch.Tensor | None = None,
         attention_mask: torch.Tensor | None = None,
+        output_positions: torch.Tensor | None = None,
     ) -> tuple[torch.Tensor, torch.Tensor | None]:
         """input_ids, token_type_ids, attention_mask: [N, S] (mask 1 = real token, 0 = padding).
-        Returns sequence_output [N, S, H] and pooled_output [N, H] (None without a pooler)."""
+        Returns sequence_output [N, S, H] and pooled_output [N, H] (None without a pooler).
+
+        output_positions [N, Q]: the positions whose outputs the caller needs (pretraining: the
+        masked tokens). The last layer then computes only those rows and [CLS]'s (for the pooler),
+        and sequence_output is [N, Q, H], the rows in the order asked for."""
         if input_ids.shape[1] > self.config.max_position_embeddings:
             raise UserError(
                 f"sequence length {input_ids.shape[1]} exceeds max_position_embeddings "
@@ -324,21 +364,32 @@ class BertModel(BertPreTrainedModel):
             )
         if token_type_ids is None:
             token_type_ids = torch.zeros_like(input_ids)
-        if self.unpad and attention_mask is not None:
-            return self.forward_unpadded(input_ids, token_type_ids, attention_mask)
         # Padding is hidden from every query as a key: [N, 1, 1, S], True = attend.
         key_mask = None if attention_mask is None else attention_mask.bool()[:, None, None, :]
-        x = self.embeddings(input_ids, token_type_ids)
-        for layer in self.layers:
-            x = layer(x, key_mask)
+        every_row = self.layers if output_positions is None else self.layers[:-1]
+        if self.unpad and attention_mask is not None:
+            x = self.forward_unpadded(input_ids, token_type_ids, attention_mask, every_row)
+        else:
+            x = self.embeddings(input_ids, token_type_ids)
+            for layer in every_row:
+                x = layer(x, key_mask)
+        if output_positions is None:
+            pooled = torch.tanh(self.pooler(x[:, 0])) if self.pooler is not None else None
+            return x, pooled
+        cls_position = torch.zeros_like(output_positions[:, :1])
+        x = self.layers[-1](x, key_mask, torch.cat([cls_position, output_positions], dim=1))
         pooled = torch.tanh(self.pooler(x[:, 0])) if self.pooler is not None else None
-        return x, pooled
+        return x[:, 1:], pooled
 
     def forward_unpadded(
-        self, input_ids: torch.Tensor, token_type_ids: torch.Tensor, attention_mask: torch.Tensor
-    ) -> tuple[torch.Tensor, torch.Tensor | None]:
-        """The same outputs at the real tokens, computed on those only: gather them into [T],
-        run the encoder on [T, H], scatter the result back to [N, S, H] (zeros at padding)."""
+        self,
+        input_ids: torch.Tensor,
+        token_type_ids: torch.Tensor,
+        attention_mask: torch.Tensor,
+        layers: nn.ModuleList,
+    ) -> torch.Tensor:
+        """Embeddings and `layers` on the real tokens only: gather them into [T], run on [T, H],
+        scatter the result back to [N, S, H] (zeros at padding)."""
         n, s = input_ids.shape
         packed = PackedSequences.from_mask(attention_mask)
         x = self.embeddings(
@@ -346,11 +397,9 @@ class BertModel(BertPreTrainedModel):
             token_type_ids.flatten()[packed.indices],
             positions=packed.indices % s,
         )
-        for layer in self.layers:
+        for layer in layers:
             x = layer(x, packed)
-        x = x.new_zeros(n * s, x.shape[1]).index_copy(0, packed.indices, x).view(n, s, -1)
-        pooled = torch.tanh(self.pooler(x[:, 0])) if self.pooler is not None else None
-        return x, pooled
+        return x.new_zeros(n * s, x.shape[1]).index_copy(0, packed.indices, x).view(n, s, -1)
 
 
 @dataclass
@@ -388,14 +437,14 @@ class BertForPreTraining(BertPreTrainedModel):
     ) -> PreTrainingOutput:
         """masked_lm_positions / masked_lm_ids: [N, P] as in the HDF5 shards; a slot is used
         where its position is not 0 (position 0 holds [CLS], which is never masked)."""
-        sequence_output, pooled_output = self.bert(input_ids, token_type_ids, attention_mask)
-
-        # The vocabulary projection is the costliest matmul of a small BERT: run it on the
-        # ~15% masked tokens only, gathered first, not on every position.
-        n, s, h = sequence_output.shape
+        # Only [CLS] (for NSP) and the ~15% masked tokens are read by the heads, so the last
+        # encoder layer computes those rows only, and the vocabulary projection (the costliest
+        # matmul of a small BERT) runs on the masked ones only, not on every position.
+        masked_output, pooled_output = self.bert(
+            input_ids, token_type_ids, attention_mask, output_positions=masked_lm_positions
+        )
         used = masked_lm_positions != 0
-        flat_positions = masked_lm_positions.long() + s * torch.arange(n, device=input_ids.device)[:, None]
-        masked_hidden = sequence_output.reshape(n * s, h).index_select(0, flat_positions[used])
+        masked_hidden = masked_output[used]  # [M, H], in row-major slot order
         masked_hidden = self.mlm_norm(self.act(self.mlm_transform(masked_hidden)))
         mlm_logits = F.linear(masked_hidden, self.bert.embeddings.word_embeddings.weight, self.mlm_bias)
         nsp_logits = self.nsp_classifier(pooled_output)
@@ -449,15 +498,26 @@ class BertForQuestionAnswering(BertPreTrainedModel):
         return QuestionAnsweringOutput(loss, start_logits, end_logits)
 
 
-def training_flops_per_sequence(config: BertConfig, seq_len: int, masked_per_seq: float) -> float:
-    """Model FLOPs of one training step on one sequence, for MFU: 2 FLOPs per multiply-add, and
-    backward = 2 x forward, so 6 x (multiply-adds of the forward). Counted: per token and layer
-    the QKV, output and two feed-forward matmuls (4H² + 2HI), attention scores and the weighted
-    sum (2SH); the MLM head on the masked tokens only (H² + HV each); pooler and NSP. That is
-    about 6 x (non-embedding parameters) x tokens + 12·L·S²·H. Embedding look-ups, LayerNorm,
-    softmax, GELU and dropout are not counted."""
+def encoder_forward_flops(config: BertConfig, seq_len: int, read_rows: float | None = None) -> float:
+    """Forward FLOPs of the encoder on one sequence (2 per multiply-add): per token and layer the
+    QKV, output and two feed-forward matmuls (4H² + 2HI), attention scores and the weighted sum
+    (2SH). With `read_rows` (the rows the heads read, see BertModel's output_positions) the last
+    layer counts keys and values (2H²) for every token and the rest for those rows only.
+    Embedding look-ups, LayerNorm, softmax, GELU and dropout are not counted."""
     h, i, layers = config.hidden_size, config.intermediate_size, config.num_hidden_layers
-    encoder = seq_len * layers * (4 * h * h + 2 * h * i + 2 * seq_len * h)
-    mlm_head = masked_per_seq * (h * h + h * config.vocab_size)
-    pooler_nsp = h * h + 2 * h
-    return 6 * (encoder + mlm_head + pooler_nsp)
+    per_token_and_layer = 4 * h * h + 2 * h * i + 2 * seq_len * h
+    last_layer = seq_len * per_token_and_layer
+    if read_rows is not None:
+        last_layer = seq_len * 2 * h * h + read_rows * (per_token_and_layer - 2 * h * h)
+    return 2 * (seq_len * (layers - 1) * per_token_and_layer + last_layer)
+
+
+def training_flops_per_sequence(config: BertConfig, seq_len: int, masked_per_seq: float) -> float:
+    """Model FLOPs of one pretraining step on one sequence, for MFU: backward = 2 x forward, so
+    3 x the forward's: the encoder as BertForPreTraining runs it (its last layer only for [CLS]
+    and the masked tokens), the MLM head on the masked tokens (H² + HV each), pooler and NSP.
+    Work the loss does not need earns no credit, whichever model does it."""
+    h = config.hidden_size
+    encoder = encoder_forward_flops(config, seq_len, read_rows=masked_per_seq + 1)
+    heads = 2 * (masked_per_seq * (h * h + h * config.vocab_size) + h * h + 2 * h)
+    return 3 * (encoder + heads)

@@ -5,7 +5,9 @@
 Inference (ours and transformers' BertForQuestionAnswering with SDPA, same weights, same run):
 sequences/s and latency p50/p99 at benchmark.batch_size and at batch 1; training: sequences/s of
 a full fine-tuning step. Sequences of benchmark.seq_length tokens, finetune.precision, on CUDA
-when present.
+when present. Then `dev_inference`: windows/s over a seeded sample of benchmark.dev_windows
+windows of the dev set (squad.* window settings), ours as predict_squad runs them, transformers
+padded to squad.max_seq_length as its run_qa example does, and with dynamic padding.
 """
 
 import importlib.util
@@ -16,15 +18,17 @@ from pathlib import Path
 
 import torch
 
-from bench.squad_inference import benchmark_inference
+from bench.squad_inference import benchmark_dev_inference, benchmark_inference, dev_windows
 from bench.squad_train import time_training
 from bert.errors import UserError
+from bert.finetune import model_tokenizer
 from bert.modeling import BertForQuestionAnswering
 from stages import run_stage
 from stages.params import load_params
 
 log = logging.getLogger("benchmark")
 MODEL_DIR = Path("data/models/squad")
+DEV_FILE = Path("data/squad/dev.json")
 METRICS_FILE = Path("metrics/benchmark.json")
 
 
@@ -57,6 +61,14 @@ def main() -> None:
     if compare:
         metrics["inference_transformers"] = inference["transformers"]
         metrics["inference_speedup_vs_transformers"] = inference["speedup"]
+    if spec.dev_windows:
+        squad = params.squad
+        tokenizer, _ = model_tokenizer(MODEL_DIR, params.vocab.lower_case)
+        windows = dev_windows(DEV_FILE, tokenizer, squad.max_seq_length, squad.doc_stride,
+                              squad.max_query_length, spec.dev_windows)  # fmt: skip
+        metrics["dev_inference"] = benchmark_dev_inference(
+            MODEL_DIR, windows, spec.batch_size, precision=precision, device=device, compare=compare
+        )
     METRICS_FILE.parent.mkdir(parents=True, exist_ok=True)
     temp = METRICS_FILE.with_name(f".{METRICS_FILE.name}.tmp")
     temp.write_text(json.dumps(metrics, indent=2) + "\n")
@@ -64,6 +76,12 @@ def main() -> None:
     log.info("train %.1f seq/s; inference %.1f seq/s (%.2fx transformers) -> %s",
              metrics["train_sequences_per_second"], inference["ours"]["sequences_per_second"],
              inference.get("speedup", float("nan")), METRICS_FILE)  # fmt: skip
+    if "dev_inference" in metrics:
+        dev = metrics["dev_inference"]
+        log.info("dev set: %d windows of %.0f tokens on average; %.1f windows/s (%.2fx transformers padded "
+                 "to %d, %.2fx with dynamic padding)", dev["windows"], dev["mean_window_length"],
+                 dev["ours"]["windows_per_second"], dev.get("speedup", float("nan")),
+                 params.squad.max_seq_length, dev.get("speedup_vs_dynamic_padding", float("nan")))  # fmt: skip
 
 
 if __name__ == "__main__":

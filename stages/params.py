@@ -162,6 +162,7 @@ class Benchmark:
     seq_length: int = 384
     warmup_steps: int = 2
     steps: int = 5
+    dev_windows: int = 256  # a seeded sample of dev windows timed as predict_squad runs them; 0: none
 
 
 @dataclass
@@ -363,5 +364,8 @@ def _check(params: Params) -> None:
     require(params.finetune.batch_size >= 1, "`finetune.batch_size` must be >= 1")
     require(params.predict.n_best_size >= 1, "`predict.n_best_size` must be >= 1")
     require(params.predict.max_answer_length >= 1, "`predict.max_answer_length` must be >= 1")
+    require(params.benchmark.batch_size >= 1, "`benchmark.batch_size` must be >= 1")
+    require(params.benchmark.steps >= 1, "`benchmark.steps` must be >= 1")
+    require(params.benchmark.dev_windows >= 0, "`benchmark.dev_windows` must be >= 0 (0: no dev-set timing)")
     if problems:
         raise UserError("params.yaml: " + "\n  params.yaml: ".join(problems))

@@ -137,6 +137,34 @@ def test_mlm_head_runs_only_on_used_slots_and_the_loss_ignores_the_rest():
     assert torch.equal(bare.mlm_logits, out.mlm_logits)
 
 
+@pytest.mark.parametrize("unpad", [False, True])
+def test_last_layer_on_output_positions_equals_the_full_encoder(unpad):
+    """output_positions: the last layer computes only the rows asked for; their values and every
+    parameter's gradient equal those of the full encoder read at the same rows."""
+    config = small_config(hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0, num_hidden_layers=3)
+    torch.manual_seed(0)
+    model = BertModel(config, unpad=unpad).train()
+    ids, types, mask, positions, *_ = random_batch(config)
+    wanted = positions  # the unused slots all ask for position 0: repeats are allowed
+    rows = torch.arange(3)[:, None].expand_as(wanted)
+    weights = torch.randn(*wanted.shape, config.hidden_size)
+
+    def loss_and_grads(subset: bool):
+        model.zero_grad()
+        sequence, pooled = model(ids, types, mask, output_positions=wanted if subset else None)
+        at_wanted = sequence if subset else sequence[rows, wanted]
+        (at_wanted * weights).sum().add(pooled.sum()).backward()
+        return at_wanted.detach(), pooled.detach(), {n: p.grad.clone() for n, p in model.named_parameters()}
+
+    full, full_pooled, full_grads = loss_and_grads(subset=False)
+    part, part_pooled, part_grads = loss_and_grads(subset=True)
+    assert part.shape == (3, positions.shape[1], config.hidden_size)
+    torch.testing.assert_close(part, full, atol=1e-5, rtol=1e-5)
+    torch.testing.assert_close(part_pooled, full_pooled, atol=1e-5, rtol=1e-5)
+    for name, grad in full_grads.items():
+        torch.testing.assert_close(part_grads[name], grad, atol=1e-5, rtol=1e-4, msg=name)
+
+
 def test_padding_does_not_change_real_tokens():
     config = small_config()
     torch.manual_seed(0)
@@ -208,11 +236,18 @@ def test_apex_layer_norm_falls_back_to_torch_when_apex_is_absent():
 
 def test_training_flops_match_6_params_tokens_plus_attention():
     config = BertConfig.preset("base", vocab_size=30522)
-    h, s = config.hidden_size, 128
-    encoder_params = config.num_hidden_layers * (4 * h * h + 2 * h * config.intermediate_size)
-    expected = 6 * encoder_params * s + 12 * config.num_hidden_layers * s * s * h
-    flops = training_flops_per_sequence(config, s, masked_per_seq=0)
-    assert abs(flops - expected) / expected < 0.01
+    h, i, s, layers = config.hidden_size, config.intermediate_size, 128, config.num_hidden_layers
+    layer_params = 4 * h * h + 2 * h * i
+    # Every layer on every token, less what the last one skips: all but keys and values (2H²) and
+    # attention, for the tokens the heads never read (all of them here, but [CLS]).
+    full_encoder = 6 * layers * layer_params * s + 12 * layers * s * s * h
+    skipped = 6 * (s - 1) * ((layer_params - 2 * h * h) + 2 * s * h)
+    expected = full_encoder - skipped + 6 * (h * h + 2 * h)
+    assert training_flops_per_sequence(config, s, masked_per_seq=0) == pytest.approx(expected)
+    # Each masked token adds its last-layer row and the MLM head (transform + vocabulary matmul).
+    added = training_flops_per_sequence(config, s, 20) - training_flops_per_sequence(config, s, 0)
+    per_masked = 6 * ((layer_params - 2 * h * h) + 2 * s * h + h * h + h * config.vocab_size)
+    assert added == pytest.approx(20 * per_masked)
 
 
 def test_pretrain_step_bench_runs_both_models(tmp_path):

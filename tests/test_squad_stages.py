@@ -32,7 +32,7 @@ def make_project(root: Path, vocab_file: Path, version: str) -> Path:
     params["squad"].update(version=version, max_seq_length=64, doc_stride=32, max_query_length=16)
     params["finetune"].update(init="hf:init", epochs=1, batch_size=4, log_every=1, save_every=2)
     params["predict"].update(batch_size=8)
-    params["benchmark"].update(batch_size=2, seq_length=32, warmup_steps=0, steps=2)
+    params["benchmark"].update(batch_size=2, seq_length=32, warmup_steps=0, steps=2, dev_windows=16)
     root.mkdir(parents=True)
     (root / "params.yaml").write_text(yaml.safe_dump(params))
     subset(SAMPLE / version / f"train-{version}.json", root / "data/squad/train.json", articles=8)
@@ -114,6 +114,11 @@ def test_finetune_resumes_and_benchmark(tmp_path, uncased_vocab):
         assert {"sequences_per_second", "latency_p50_ms", "latency_p99_ms", "batch1_latency_p50_ms",
                 "batch1_latency_p99_ms"} <= set(bench[side])  # fmt: skip
     assert bench["train_sequences_per_second"] > 0 and bench["inference_speedup_vs_transformers"] > 0
+    dev = bench["dev_inference"]  # the dev set's own windows, timed as predict_squad runs them
+    assert dev["windows"] == 16 and 0 < dev["mean_window_length"] <= 64
+    assert dev["max_start_logit_difference"] < 1e-4  # the same model in both libraries: same answers
+    for side in ("ours", "transformers", "transformers_dynamic_padding"):
+        assert dev[side]["windows_per_second"] > 0
 
 
 def test_missing_init_is_one_clear_line(tmp_path, uncased_vocab):
@@ -157,3 +162,36 @@ def test_batches_split_ranks_reshuffle_epochs_and_resume():
     for batch in QuestionAnsweringBatches(features, batch_size=4, seed=1):
         assert batch["input_ids"].shape[1] == batch["attention_mask"].sum(1).max()  # cut to the longest
     assert steps_for_epochs(23, epochs=2, batch_size=4, grad_accum_steps=3, world_size=1) == 4
+
+
+def test_prediction_runs_longest_first_in_trimmed_batches_and_keeps_the_order():
+    from bert.finetune import predict_logits
+    from bert.squad import SquadFeatures
+
+    num, seq = 11, 24
+    lengths = torch.tensor([5, 24, 9, 17, 6, 24, 12, 7, 20, 8, 15])
+    attention = (torch.arange(seq)[None, :] < lengths[:, None]).numpy().astype("int8")
+    g = torch.Generator().manual_seed(0)
+    ids = (torch.randint(5, 50, (num, seq), generator=g).numpy() * attention).astype("int32")
+    types = ((torch.arange(seq)[None, :] >= 3).numpy() * attention).astype("int8")
+    zeros = torch.zeros(num, dtype=torch.int32).numpy()
+    features = SquadFeatures(ids, types, attention, zeros, zeros, zeros, None, None)
+    torch.manual_seed(0)
+    config = BertConfig(vocab_size=50, hidden_size=16, num_hidden_layers=2, num_attention_heads=2,
+                        intermediate_size=32, max_position_embeddings=32)  # fmt: skip
+    model = BertForQuestionAnswering(config).eval()
+    shapes = []
+    hook = model.register_forward_hook(
+        lambda module, args, kwargs, output: shapes.append(tuple(kwargs["input_ids"].shape)), with_kwargs=True
+    )
+    start, end = predict_logits(model, features, batch_size=4, progress=False)
+    hook.remove()
+
+    # Longest first, each batch cut to its longest window: 4 x 24, 4 x 15, 3 x 7 (in the given
+    # order, every batch would hold a 24- or 20-token window).
+    assert shapes == [(4, 24), (4, 15), (3, 7)]
+    for row in range(num):  # each window's logits are those of the window run alone, in place
+        alone = model(*(torch.from_numpy(a[row : row + 1]).long() for a in (ids, types, attention)))
+        real = int(lengths[row])
+        torch.testing.assert_close(torch.from_numpy(start[row, :real]), alone.start_logits[0, :real].detach())
+        torch.testing.assert_close(torch.from_numpy(end[row, :real]), alone.end_logits[0, :real].detach())

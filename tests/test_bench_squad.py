@@ -1,0 +1,84 @@
+"""The SQuAD inference benchmark's inputs: SQuAD-shaped files from real paragraphs, and the dev-set
+timing (ours as predict_squad runs, transformers padded and with dynamic padding)."""
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from bench.squad_like import MIN_PARAGRAPH_CHARS, squad_like
+from bert.corpus.documents import DocumentWriter
+from bert.squad import examples_from_json
+
+REPO = Path(__file__).resolve().parents[1]
+SHARED_DUMP = REPO.parent / "shared/data/enwiki-sample-70pages.xml.bz2"
+
+SENTENCE = "The river rises in the hills and flows west through three towns before it meets the sea. "
+
+
+def test_squad_like_keeps_long_paragraphs_with_answerable_questions(tmp_path):
+    writer = DocumentWriter(tmp_path)
+    long_paragraph = SENTENCE * 6  # ~540 characters
+    writer.add("wiki", "1", "River", "\n".join(["A short one.", long_paragraph, "Another short paragraph."]))
+    writer.add("wiki", "2", "Stub", "Too short to keep.")
+    writer.add("wiki", "3", "Hills", long_paragraph + "\n" + long_paragraph.upper())
+    writer.close()
+
+    dataset = squad_like(tmp_path, questions_per_paragraph=3, seed=1)
+
+    assert [article["title"] for article in dataset["data"]] == ["River", "Hills"]
+    paragraphs = [p for article in dataset["data"] for p in article["paragraphs"]]
+    assert len(paragraphs) == 3 and all(len(p["context"]) >= MIN_PARAGRAPH_CHARS for p in paragraphs)
+    examples = examples_from_json(dataset)  # checks every answer against its context
+    assert len(examples) == 9 and len({e.qid for e in examples}) == 9
+    for example in examples:
+        words = example.question.rstrip("?").split()
+        assert 4 <= len(words) <= 16 and words[0] == example.answers[0].text
+    assert squad_like(tmp_path, 3, seed=1) == dataset  # seeded
+
+
+@pytest.mark.skipif(not SHARED_DUMP.is_file(), reason="needs ../shared/data (the real Wikipedia sample)")
+def test_squad_like_from_real_wikipedia_has_squad_sized_paragraphs(tmp_path):
+    from bert.corpus.wikipedia import extract_wikipedia
+
+    extract_wikipedia(SHARED_DUMP, tmp_path / "documents", processes=1)
+    dataset = squad_like(tmp_path / "documents", questions_per_paragraph=1)
+    contexts = [p["context"] for article in dataset["data"] for p in article["paragraphs"]]
+    # SQuAD v1.1's paragraphs average ~750 characters; real Wikipedia prose gives the same order.
+    assert len(contexts) > 50 and 600 < sum(map(len, contexts)) / len(contexts) < 1200
+
+
+def test_dev_set_benchmark_cli_times_both_libraries_on_the_same_answers(tmp_path):
+    pytest.importorskip("transformers")
+    import torch
+
+    from bert.modeling import BertConfig, BertForQuestionAnswering
+
+    (tmp_path / "documents").mkdir()
+    writer = DocumentWriter(tmp_path / "documents")
+    for i in range(3):
+        writer.add("wiki", str(i), f"T{i}", (SENTENCE * (6 + 3 * i)).strip())
+    writer.close()
+    squad_file = tmp_path / "squad.json"
+    squad_file.write_text(json.dumps(squad_like(tmp_path / "documents", 2)))
+    words = sorted({w.strip(".?").lower() for w in SENTENCE.split()})
+    vocab = tmp_path / "model/vocab.txt"
+    vocab.parent.mkdir()
+    vocab.write_text("\n".join(["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", ".", "?", *words]) + "\n")
+    torch.manual_seed(0)
+    config = BertConfig(vocab_size=len(vocab.read_text().split()), hidden_size=16, num_hidden_layers=1,
+                        num_attention_heads=2, intermediate_size=32, max_position_embeddings=128)  # fmt: skip
+    BertForQuestionAnswering(config).save_pretrained(vocab.parent, vocab_file=vocab)
+
+    done = subprocess.run(
+        [sys.executable, "-m", "bench.squad_inference", "--model", str(vocab.parent), "--squad", str(squad_file),
+         "--seq-len", "64", "--doc-stride", "32", "--max-query-length", "16", "--batch", "4", "--rounds", "1"],
+        cwd=REPO, capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr[-2000:]
+    result = json.loads(done.stdout)
+    assert result["windows"] > 6 and 0 < result["padding_at_full_length"] < 1
+    assert result["max_start_logit_difference"] < 1e-4
+    assert result["speedup"] > 0 and result["speedup_vs_dynamic_padding"] > 0
