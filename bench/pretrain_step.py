@@ -3,16 +3,18 @@ BertForPreTraining against transformers.BertForPreTraining + AdamW, same config,
 device, in the same run.
 
     python bench/pretrain_step.py --size tiny --batch 32 --seq-len 128 --threads 2
-    python bench/pretrain_step.py --size base --batch 8 --seq-len 128 --threads 2 --steps 3 --warmup 1
+    python bench/pretrain_step.py --size base --batch 8 --seq-len 128 --threads 2 --warmup 1
     python bench/pretrain_step.py --size large --batch 32 --seq-len 128 --device cuda --precision bf16
 
 Each sequence is full length (no padding, as most phase-1 sequences are) with the attention mask
-passed anyway, ceil(0.15 x seq-len) masked positions and an NSP label. The two models are timed
-in alternating rounds: sequences/s come from each model's fastest round, the speed-up is the median
-of the per-round ratios (a machine shared with other work slows both alike within a round). The table splits a step into forward + backward and the optimiser step. On CUDA the table adds MFU: model FLOPs per step (see
-bert.modeling.training_flops_per_sequence: 6 x non-embedding parameters x tokens, plus attention
-12·L·S²·H, plus the MLM head on the masked tokens only; the same count for both models, so
-computing logits nobody asked for earns no credit) divided by time and by the GPU's peak.
+passed anyway, ceil(0.15 x seq-len) masked positions and an NSP label. The two models take turns,
+one step each per round (`--steps`), for `--rounds` rounds: sequences/s come from each model's
+fastest round, the speed-up is the median of the per-round ratios (a machine shared with other
+work slows both alike within a round). The table splits a step into forward + backward and the
+optimiser step. On CUDA the table adds MFU: model FLOPs per step divided by time and by the GPU's
+peak, counted the same for both models by bert.modeling.training_flops_per_sequence (about
+6 x non-embedding parameters x tokens plus attention 12·L·S²·H, with the last layer and the MLM
+head counted only for the rows the loss reads), so work nobody asked for earns no credit.
 """
 
 import argparse
@@ -53,9 +55,11 @@ def parse_args(argv=None) -> argparse.Namespace:
     parser.add_argument("--seq-len", type=int, default=128)
     parser.add_argument("--precision", choices=["fp32", "bf16", "fp16"], default="fp32")
     parser.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
-    parser.add_argument("--steps", type=int, default=3, help="timed steps per model and round")
+    parser.add_argument("--steps", type=int, default=1, help="timed steps per model and round")
     parser.add_argument("--warmup", type=int, default=2, help="untimed steps per model first")
-    parser.add_argument("--rounds", type=int, default=3, help="alternating timing rounds; the fastest counts")
+    parser.add_argument(
+        "--rounds", type=int, default=10, help="alternating timing rounds; the fastest counts"
+    )
     parser.add_argument(
         "--optimizer", choices=["adamw", "lamb"], default="adamw", help="ours; transformers gets AdamW"
     )

@@ -1,0 +1,23 @@
+#!/usr/bin/env bash
+# The GPU checks in one run (a CUDA machine, from the repository root):
+#   bash scripts/gpu_check.sh [OUT_DIR]
+# 1. the CUDA tests (unpadded attention on flash's variable-length kernel, fused AdamW, bf16/fp16);
+# 2. bench/report.py: BERT-base and -large pretraining phase 1/2, SQuAD fine-tuning and inference,
+#    sequences/s and MFU, into OUT_DIR/report.{json,md};
+# 3. the pretraining step against transformers at large, phase 1, bf16.
+# PYTHON defaults to python3; it needs torch with CUDA, h5py, tokenizers, pyarrow, tqdm, pytest and
+# transformers (the rest of requirements.txt is for the pipeline, not for these checks).
+set -uo pipefail
+PYTHON=${PYTHON:-python3}
+OUT=${1:-bench/results}
+mkdir -p "$OUT"
+export PYTHONPATH=.
+status=0
+nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv | tee "$OUT/gpu.txt"
+"$PYTHON" -c "import torch; print('torch', torch.__version__, 'cuda', torch.version.cuda)" | tee -a "$OUT/gpu.txt"
+"$PYTHON" -m pytest -q -p no:cacheprovider tests/test_fastpath.py tests/test_modeling.py tests/test_optim.py \
+    2>&1 | tee "$OUT/tests.txt" || status=1
+"$PYTHON" bench/report.py --out-dir "$OUT" 2>&1 | tee "$OUT/report.txt" || status=1
+"$PYTHON" bench/pretrain_step.py --size large --batch 64 --seq-len 128 --precision bf16 --optimizer lamb \
+    --json "$OUT/large_phase1_vs_transformers.json" 2>&1 | tail -6 | tee "$OUT/large_phase1.txt" || status=1
+exit $status
