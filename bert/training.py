@@ -11,6 +11,7 @@ save_every steps (and at the end) rank 0 writes one checkpoint file atomically.
 """
 
 import contextlib
+import hashlib
 import json
 import logging
 import math
@@ -59,6 +60,16 @@ class TrainConfig:
     metrics_file: str | Path | None = None  # final figures as JSON
     run_signature: str = ""  # checkpoints written under another signature are not resumed
     progress: bool = True
+
+
+def file_sha256(path: str | Path) -> str | None:
+    """The SHA-256 of a file, read in blocks (weights can be GBs), or None when it is missing: for
+    run signatures, which must change whenever the data or the initial weights do."""
+    path = Path(path)
+    if not path.is_file():
+        return None
+    with open(path, "rb") as file:
+        return hashlib.file_digest(file, "sha256").hexdigest()
 
 
 # ---------------------------------------------------------------------------------------------

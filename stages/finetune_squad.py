@@ -23,7 +23,14 @@ from bert.finetune import QuestionAnsweringBatches, model_tokenizer, question_an
 from bert.modeling import BertConfig, BertForQuestionAnswering
 from bert.optim import build_optimizer, warmup_poly_schedule
 from bert.squad import load_examples, make_features
-from bert.training import TrainConfig, relaunch_with_torchrun, setup_distributed, train, under_torchrun
+from bert.training import (
+    TrainConfig,
+    file_sha256,
+    relaunch_with_torchrun,
+    setup_distributed,
+    train,
+    under_torchrun,
+)
 from stages import run_stage
 from stages.params import load_params
 
@@ -145,14 +152,13 @@ def finetune(params, distributed) -> None:
 def signature(params, source: Path, global_batch: int) -> str:
     """What makes a checkpoint belong to this run (not the world size: resuming elsewhere is fine)."""
     spec, squad = params.finetune, params.squad
-    # Contents of the small files, sizes of the (possibly GB-sized) weights: mtimes change on a `dvc checkout`.
-    small = [TRAIN_FILE, source / "config.json", source / "vocab.txt"]
-    weights = sorted(p for p in source.iterdir() if p.is_file() and p not in small)
+    # Contents, not mtimes (a `dvc checkout` changes those): new initial weights of the same shape,
+    # from a new pretraining run, must not resume the checkpoints of the old one.
+    files = [TRAIN_FILE, *sorted(p for p in source.iterdir() if p.is_file())]
     described = {
         "init": spec.init,
         "model": params.model.size if spec.init == "random" else None,
-        "files": [hashlib.sha256(p.read_bytes()).hexdigest() for p in small],
-        "weights": [(p.name, p.stat().st_size) for p in weights],
+        "files": [(p.name, file_sha256(p)) for p in files],
         "squad": [squad.max_seq_length, squad.doc_stride, squad.max_query_length],
         "optimizer": [spec.learning_rate, spec.warmup_proportion, spec.weight_decay, spec.epochs, spec.seed],
         "global_batch": global_batch,

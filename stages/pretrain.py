@@ -22,6 +22,7 @@ from bert.optim import build_optimizer, warmup_poly_schedule
 from bert.pretraining_loader import DynamicMasking, PretrainingData
 from bert.training import (
     TrainConfig,
+    file_sha256,
     list_checkpoints,
     load_checkpoint,
     pretraining_loss,
@@ -176,23 +177,13 @@ def _signature(params, phase: str, global_batch: int, shards: list[Path], length
         "masking": params.examples.masking,
         "shards": [(p.name, p.stat().st_size) for p in shards],
         # What the shards were made from and how (the manifest lists params, vocab hash and counts).
-        "manifest": _sha256(Path(f"data/examples/{phase}/manifest.json")),
+        "manifest": file_sha256(f"data/examples/{phase}/manifest.json"),
         # Phase 2 continues phase 1: a new phase 1 must never let phase 2 resume its old checkpoints.
-        "init": _sha256(Path("data/models/phase1/model.safetensors")) if phase == "phase2" else None,
+        "init": file_sha256("data/models/phase1/model.safetensors") if phase == "phase2" else None,
     }
     if length_binning:  # another data order; named only when on, so older checkpoints still resume
         described["length_binning"] = True
     return hashlib.sha256(json.dumps(described, sort_keys=True).encode()).hexdigest()[:16]
-
-
-def _sha256(path: Path) -> str | None:
-    if not path.is_file():
-        return None
-    digest = hashlib.sha256()
-    with open(path, "rb") as file:
-        for block in iter(lambda: file.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
 
 
 def _load_phase1_optimizer(optimizer: torch.optim.Optimizer, name: str) -> None:

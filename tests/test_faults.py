@@ -359,7 +359,7 @@ from pathlib import Path
 _rmtree = shutil.rmtree
 def rmtree(path, *args, **kwargs):
     parts = sorted(Path(path).glob("part_*.hdf5"))
-    if Path(path).name.startswith("phase1") and not Path(path).name.endswith(".tmp") and parts:
+    if Path(path).name.startswith(".phase1.old-") and parts:  # atomic_folder's previous output
         Path("removing-previous").touch()
         for part in parts:
             part.unlink()
@@ -405,7 +405,7 @@ def test_examples_stage_killed_leaves_no_partial_output_and_reruns_identically(t
 
     def killed_while_writing() -> None:
         process = _start(root, SLOW_EXAMPLE_SHARDS, "stages.examples", "phase1")
-        _wait_for(lambda: (root / EXAMPLES / "phase1.tmp/part_00000.hdf5").exists(), process, root)
+        _wait_for(lambda: any((root / EXAMPLES).glob(".phase1.tmp-*/part_00000.hdf5")), process, root)
         assert _kill(process) == -signal.SIGKILL
 
     killed_while_writing()

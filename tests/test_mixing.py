@@ -79,7 +79,7 @@ def test_inter_keeps_each_pair_within_one_corpus(corpora, uncased_vocab, tmp_pat
         and manifest["corpora"]["bookcorpus"]["documents"] == 80
     )
     assert json.loads((output / "manifest.json").read_text()) == manifest
-    assert not (tmp_path / "out.tmp").exists() and not (output / "per_corpus").exists()
+    assert not list(tmp_path.glob(".out.*")) and not (output / "per_corpus").exists()
 
 
 def test_intra_random_next_can_cross_corpora(corpora, uncased_vocab, tmp_path):

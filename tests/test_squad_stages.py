@@ -107,6 +107,18 @@ def test_finetune_resumes_and_benchmark(tmp_path, uncased_vocab):
     assert "resumed from step" in again.stderr
     assert (root / "data/models/squad/model.safetensors").read_bytes() == first
 
+    # New initial weights of the same shape (say, pretraining ran again) start afresh.
+    initial = root / "init/model.safetensors"
+    size = initial.stat().st_size
+    model = BertForQuestionAnswering.from_pretrained(root / "init")
+    with torch.no_grad():
+        model.qa_outputs.weight.add_(1.0)
+    model.save_pretrained(root / "init", vocab_file=uncased_vocab, lower_case=True)
+    assert initial.stat().st_size == size
+    fresh = run(root, "stages.finetune_squad")
+    assert "other params; starting afresh" in fresh.stderr and "resumed from step" not in fresh.stderr
+    assert (root / "data/models/squad/model.safetensors").read_bytes() != first
+
     run(root, "stages.benchmark")
     bench = read(root / "metrics/benchmark.json")
     assert bench["seq_length"] == 32 and bench["batch_size"] == 2

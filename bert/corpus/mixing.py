@@ -22,7 +22,8 @@ from pathlib import Path
 import h5py
 import numpy as np
 
-from bert.errors import UserError, is_disk_full
+from bert.atomic import atomic_folder
+from bert.errors import UserError
 from bert.pretraining_data import (
     ExampleConfig,
     ShardStats,
@@ -142,20 +143,11 @@ def create_examples(
     num_workers: int,
 ) -> dict:
     """Write output_dir/part_NNNNN.hdf5 (num_output_shards of them) and output_dir/manifest.json.
-    Written into a temporary folder beside output_dir and renamed into place at the end."""
-    output_dir = Path(output_dir)
-    building = output_dir.with_name(output_dir.name + ".tmp")
-    retired = output_dir.with_name(output_dir.name + ".old")
-    shutil.rmtree(building, ignore_errors=True)  # left by a killed run
-    if retired.exists():  # a killed run moved the previous output aside: put it back or drop it
-        if output_dir.exists():
-            shutil.rmtree(retired)
-        else:
-            retired.rename(output_dir)
-    building.mkdir(parents=True)
-    parts = [building / f"part_{index:05d}.hdf5" for index in range(num_output_shards)]
+    Written into a temporary folder beside output_dir and renamed into place at the end
+    (bert.atomic.atomic_folder): a failed, killed or disk-full run leaves the previous output."""
     vocab = str(vocab)
-    try:
+    with atomic_folder(output_dir) as building:
+        parts = [building / f"part_{index:05d}.hdf5" for index in range(num_output_shards)]
         corpus_stats: dict[str, dict] = {name: {"documents": 0, "instances": 0} for name in shards}
         total = ShardStats()
         if mode == "intra":
@@ -252,17 +244,4 @@ def create_examples(
         with open(building / "manifest.json", "w", encoding="utf-8") as file:
             json.dump(manifest, file, indent=2, sort_keys=True)
             file.write("\n")
-        # Two renames, so the output path never holds a half-deleted previous output.
-        if output_dir.exists():
-            output_dir.rename(retired)
-        building.rename(output_dir)
-        shutil.rmtree(retired, ignore_errors=True)
-        return manifest
-    except BaseException as error:
-        shutil.rmtree(building, ignore_errors=True)
-        if isinstance(error, Exception) and not isinstance(error, UserError) and is_disk_full(error):
-            raise UserError(
-                f"{output_dir}: disk full while writing it ({error}); the previous {output_dir.name} is "
-                f"untouched. Free space on {output_dir.parent.resolve()} and run the stage again"
-            ) from None
-        raise
+    return manifest
