@@ -22,7 +22,6 @@ With --size the weights are random (a fresh model saved to a temporary directory
 """
 
 import argparse
-import dataclasses
 import json
 import tempfile
 import time
@@ -140,7 +139,7 @@ def dev_windows(
     if windows is None or windows >= len(features):
         return features
     pick = np.sort(np.random.default_rng(seed).choice(len(features), windows, replace=False))
-    return SquadFeatures(*(getattr(features, field.name)[pick] for field in dataclasses.fields(features)))
+    return features.select(pick)
 
 
 def logits_in_file_order(
@@ -189,7 +188,7 @@ def benchmark_dev_inference(
         runs["transformers_dynamic_padding"] = lambda: logits_in_file_order(
             theirs, features, batch_size, device, precision, True
         )
-    warmup = SquadFeatures(*(getattr(features, f.name)[:batch_size] for f in dataclasses.fields(features)))
+    warmup = features.select(slice(batch_size))
     predict_logits(ours, warmup, batch_size, device, precision, progress=False)
     if compare:
         logits_in_file_order(theirs, warmup, batch_size, device, precision, trim=False)

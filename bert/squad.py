@@ -16,6 +16,7 @@ The pieces, in the order a question goes through them:
 
 import argparse
 import collections
+import dataclasses
 import json
 import logging
 import os
@@ -174,6 +175,10 @@ class SquadFeatures:
 
     def __len__(self) -> int:
         return len(self.input_ids)
+
+    def select(self, rows) -> "SquadFeatures":
+        """The windows at `rows` (a slice, indices or a mask), every array alike."""
+        return SquadFeatures(*(getattr(self, field.name)[rows] for field in dataclasses.fields(self)))
 
 
 def window_starts(num_tokens: int, window_length: int, doc_stride: int) -> list[int]:

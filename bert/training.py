@@ -62,6 +62,11 @@ class TrainConfig:
     progress: bool = True
 
 
+def run_signature(described: dict) -> str:
+    """A short, stable hash of what makes checkpoints belong to a run (TrainConfig.run_signature)."""
+    return hashlib.sha256(json.dumps(described, sort_keys=True).encode()).hexdigest()[:16]
+
+
 def file_sha256(path: str | Path) -> str | None:
     """The SHA-256 of a file, read in blocks (weights can be GBs), or None when it is missing: for
     run signatures, which must change whenever the data or the initial weights do."""

@@ -10,8 +10,6 @@ data/checkpoints/squad/ (resumed), dvclive/finetune_squad/, metrics/finetune_squ
 With distributed.nproc_per_node x nnodes > 1 the stage starts itself again under torchrun.
 """
 
-import hashlib
-import json
 import logging
 from pathlib import Path
 
@@ -27,6 +25,7 @@ from bert.training import (
     TrainConfig,
     file_sha256,
     relaunch_with_torchrun,
+    run_signature,
     setup_distributed,
     train,
     under_torchrun,
@@ -163,7 +162,7 @@ def signature(params, source: Path, global_batch: int) -> str:
         "optimizer": [spec.learning_rate, spec.warmup_proportion, spec.weight_decay, spec.epochs, spec.seed],
         "global_batch": global_batch,
     }
-    return hashlib.sha256(json.dumps(described, sort_keys=True).encode()).hexdigest()[:16]
+    return run_signature(described)
 
 
 if __name__ == "__main__":

@@ -7,8 +7,6 @@ checkpoints in data/checkpoints/<phase>/ (resumed), dvclive/pretrain_<phase>/, m
 With distributed.nproc_per_node x nnodes > 1 the stage starts itself again under torchrun.
 """
 
-import hashlib
-import json
 import logging
 import sys
 from pathlib import Path
@@ -27,6 +25,7 @@ from bert.training import (
     load_checkpoint,
     pretraining_loss,
     relaunch_with_torchrun,
+    run_signature,
     setup_distributed,
     train,
     under_torchrun,
@@ -183,7 +182,7 @@ def _signature(params, phase: str, global_batch: int, shards: list[Path], length
     }
     if length_binning:  # another data order; named only when on, so older checkpoints still resume
         described["length_binning"] = True
-    return hashlib.sha256(json.dumps(described, sort_keys=True).encode()).hexdigest()[:16]
+    return run_signature(described)
 
 
 def _load_phase1_optimizer(optimizer: torch.optim.Optimizer, name: str) -> None:

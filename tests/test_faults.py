@@ -281,6 +281,20 @@ def _ignore_sigxfsz() -> None:
     signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
 
 
+def _run_on_a_small_disk(root: Path, max_file_bytes: int, *stage: str) -> subprocess.CompletedProcess:
+    """Run a stage in `root` with no file allowed to grow past `max_file_bytes`."""
+
+    def small_disk() -> None:
+        _ignore_sigxfsz()
+        resource.setrlimit(resource.RLIMIT_FSIZE, (max_file_bytes, max_file_bytes))
+
+    env = {**os.environ, "PYTHONPATH": str(REPO), "OMP_NUM_THREADS": "1"}
+    return subprocess.run(
+        [sys.executable, "-m", *stage], cwd=root, env=env, capture_output=True, text=True, timeout=300,
+        preexec_fn=small_disk,
+    )  # fmt: skip
+
+
 def _assert_one_clear_line(stderr: str, starts: str) -> str:
     assert "Traceback" not in stderr, stderr[-3000:]
     last = stderr.strip().splitlines()[-1]
@@ -319,15 +333,7 @@ def test_disk_full_while_writing_shards(tmp_path):
     before = _files(shards / "wikipedia")
     metrics_before = (root / "metrics/shard_wikipedia.json").read_bytes()
 
-    def small_disk() -> None:
-        _ignore_sigxfsz()
-        resource.setrlimit(resource.RLIMIT_FSIZE, (4096, 4096))
-
-    env = {**os.environ, "PYTHONPATH": str(REPO), "OMP_NUM_THREADS": "1"}
-    result = subprocess.run(
-        [sys.executable, "-m", "stages.shard", "wikipedia"],
-        cwd=root, env=env, capture_output=True, text=True, timeout=300, preexec_fn=small_disk,
-    )  # fmt: skip
+    result = _run_on_a_small_disk(root, 4096, "stages.shard", "wikipedia")
     assert result.returncode == 1
     line = _assert_one_clear_line(result.stderr, "error: data/shards/wikipedia: disk full while writing it")
     assert "File too large" in line and "previous wikipedia is untouched" in line
@@ -437,15 +443,7 @@ def test_disk_full_while_writing_examples(tmp_path):
     _run_examples(root)
     before = _files(root / EXAMPLES / "phase1")
 
-    def small_disk() -> None:
-        _ignore_sigxfsz()
-        resource.setrlimit(resource.RLIMIT_FSIZE, (8192, 8192))
-
-    env = {**os.environ, "PYTHONPATH": str(REPO), "OMP_NUM_THREADS": "1"}
-    result = subprocess.run(
-        [sys.executable, "-m", "stages.examples", "phase1"],
-        cwd=root, env=env, capture_output=True, text=True, timeout=300, preexec_fn=small_disk,
-    )  # fmt: skip
+    result = _run_on_a_small_disk(root, 8192, "stages.examples", "phase1")
     assert result.returncode == 1
     line = _assert_one_clear_line(result.stderr, "error: data/examples/phase1: disk full while writing it")
     assert "File too large" in line and "previous phase1 is untouched" in line

@@ -1,7 +1,4 @@
-import bz2
-import html
 import json
-import re
 import sys
 import types
 from pathlib import Path
@@ -9,6 +6,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from bench.pretraining_data import wikipedia_documents
 from bert.errors import UserError
 from bert.tokenization import (
     SPECIAL_TOKENS,
@@ -39,19 +37,8 @@ SYNTHETIC = [
 
 
 def wikipedia_sentences(path: Path, limit: int = 3000) -> list[str]:
-    """Plain-ish sentences from the real Wikipedia sample, with a crude markup-stripping regex."""
-    with bz2.open(path, "rt", encoding="utf-8") as file:
-        xml = file.read()
-    sentences = []
-    for text in re.findall(r"<text[^>]*>(.*?)</text>", xml, flags=re.S):
-        text = html.unescape(text)
-        for _ in range(3):
-            text = re.sub(r"\{\{[^{}]*\}\}", " ", text)
-        text = re.sub(r"<ref[^>]*/>|<ref.*?</ref>|<[^>]+>", " ", text, flags=re.S)
-        text = re.sub(r"\[\[(?:[^|\]]*\|)?([^\]]*)\]\]", r"\1", text)
-        for paragraph in text.split("\n"):
-            sentences += [s for s in re.split(r"(?<=[.!?])\s+", paragraph.strip()) if s]
-    return sentences[:limit]
+    """Plain-ish sentences from the real Wikipedia sample (the pretraining-data bench's stripper)."""
+    return [sentence for document in wikipedia_documents(path) for sentence in document][:limit]
 
 
 @pytest.fixture(scope="module")
