@@ -26,6 +26,7 @@ next_sentence_labels int8 [N]; unused masked slots are 0.
 import argparse
 import glob
 import hashlib
+import io
 import logging
 import multiprocessing
 import os
@@ -358,7 +359,8 @@ class ShardWriter:
     ):
         self.path = Path(path)
         self.temporary = self.path.with_name(self.path.name + ".tmp")
-        self.file = h5py.File(self.temporary, "w")
+        self.raw = WriteFailureLatch(self.temporary)
+        self.file = h5py.File(self.raw, "w")
         self.rows = 0
         widths = {"seq": max_seq_length, "pred": max_predictions, None: None}
         for name, dtype, width in LAYOUT:
@@ -382,16 +384,57 @@ class ShardWriter:
             dataset.resize(self.rows + count, axis=0)
             dataset[self.rows :] = batch[name].astype(dtype, copy=False)
         self.rows += count
+        self.raw.raise_failure()
 
     def __enter__(self) -> "ShardWriter":
         return self
 
     def __exit__(self, kind, error, traceback) -> None:
-        self.file.close()
-        if kind is None:
-            os.replace(self.temporary, self.path)
-        else:
-            self.temporary.unlink(missing_ok=True)
+        try:
+            self.file.close()
+            self.raw.close()
+            self.raw.raise_failure()  # a write that failed while closing (the last chunks)
+            if kind is None:
+                os.replace(self.temporary, self.path)
+        finally:
+            self.temporary.unlink(missing_ok=True)  # gone already after a clean close
+
+
+class WriteFailureLatch(io.FileIO):
+    """A binary file for h5py's file-object driver that remembers its first failed write (disk
+    full, file size limit) instead of raising it into HDF5, and drops the writes after it.
+
+    Why: HDF5 (h5py 3.x, HDF5 1.14/2.0) crashes the process with SIGSEGV when it closes a file
+    whose writes failed, so a full disk killed the examples stage without a word. Here HDF5 never
+    sees a failure; ShardWriter raises the remembered OSError itself (after each append and after
+    closing) and removes the partial file, which is garbage anyway."""
+
+    failure: OSError | None = None
+
+    def __init__(self, path: Path):
+        super().__init__(path, "w+")
+
+    def write(self, data) -> int:
+        view = memoryview(data).cast("B")
+        size = len(view)
+        while view and self.failure is None:
+            try:
+                view = view[super().write(view) :]  # a raw write may be short: write the rest
+            except OSError as error:
+                self.failure = error
+        return size
+
+    def truncate(self, size: int | None = None) -> int:
+        if self.failure is None:
+            try:
+                return super().truncate(size)
+            except OSError as error:
+                self.failure = error
+        return self.tell() if size is None else size
+
+    def raise_failure(self) -> None:
+        if self.failure is not None:
+            raise self.failure
 
 
 def read_shard(path: str | Path) -> dict[str, np.ndarray]:
@@ -557,14 +600,23 @@ def run_tasks(function, tasks: list, num_workers: int, description: str) -> list
     from tqdm import tqdm
 
     num_workers = max(1, min(num_workers, len(tasks)))
-    if num_workers == 1:
-        return [
-            function(*task) for task in tqdm(tasks, desc=description, unit="shard", disable=len(tasks) < 2)
-        ]
-    context = multiprocessing.get_context("fork")
-    with context.Pool(num_workers, initializer=_single_threaded_worker) as pool:
-        results = pool.imap(_call, [(function, task) for task in tasks])
-        return list(tqdm(results, total=len(tasks), desc=description, unit="shard"))
+    # The bar is closed before an error leaves (`with`), so the error stays the last line printed.
+    with tqdm(total=len(tasks), desc=description, unit="shard", disable=len(tasks) < 2) as bar:
+        if num_workers == 1:
+            results = (function(*task) for task in tasks)
+        else:
+            context = multiprocessing.get_context("fork")
+            pool = context.Pool(num_workers, initializer=_single_threaded_worker)
+            results = pool.imap(_call, [(function, task) for task in tasks])
+        try:
+            done = []
+            for result in results:
+                done.append(result)
+                bar.update()
+            return done
+        finally:
+            if num_workers > 1:
+                pool.terminate()
 
 
 def _single_threaded_worker() -> None:

@@ -433,11 +433,6 @@ def test_examples_stage_killed_leaves_no_partial_output_and_reruns_identically(t
     assert sorted(p.name for p in (root / EXAMPLES).iterdir()) == ["phase1", "phase2"]  # no debris
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="known bug, not fixed: h5py/HDF5 (3.x) crashes with SIGSEGV closing an HDF5 file whose "
-    "buffered writes failed (EFBIG/ENOSPC), so the stage cannot report the full disk",
-)
 def test_disk_full_while_writing_examples(tmp_path):
     root = _examples_workspace(tmp_path)
     _run_examples(root)
