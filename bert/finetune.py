@@ -3,7 +3,9 @@
 - `QuestionAnsweringBatches`: the windows of `SquadFeatures` as shuffled micro-batches of tensors,
   one rank's share of each global batch, reshuffled every epoch from (seed, epoch), resumable at a
   sample position; each batch is cut to its longest sequence (padding beyond it does nothing but
-  cost time: the sample world's windows fill a third of 192 tokens).
+  cost time), and with `length_binning` made of windows of similar length, as the pretraining
+  loader does (bert.pretraining_loader): SQuAD's windows fill about half of 384 tokens, but a
+  random batch of 32 almost always holds one full window, so cutting alone saves little.
 - `question_answering_loss`: the loss function `bert.training.train` calls.
 - `predict_logits`: batched inference over features, under `torch.inference_mode`.
 - `model_tokenizer`: the tokenizer a Hugging Face BERT directory was trained with.
@@ -20,6 +22,7 @@ from torch import nn
 from tqdm import tqdm
 
 from bert.predict import read_lower_case
+from bert.pretraining_loader import BIN_WINDOW, bin_by_length
 from bert.squad import SquadFeatures
 from bert.tokenization import load_tokenizer
 
@@ -48,14 +51,25 @@ class QuestionAnsweringBatches:
 
     Epoch e visits every window once in the order of a permutation drawn from (seed, e); global
     batch j is windows [j*B*W, (j+1)*B*W) of it, of which rank r takes the r-th slice of B. The
-    last incomplete global batch is dropped, so every rank takes the same number of steps."""
+    last incomplete global batch is dropped, so every rank takes the same number of steps.
+    With `length_binning`, each run of BIN_WINDOW global batches of that order is sorted by
+    length, cut into global batches again, and those are served in an order shuffled from
+    (seed, e, run): the batches still depend only on the seed and the global batch size."""
 
     def __init__(
-        self, features: SquadFeatures, batch_size: int, seed: int, rank: int = 0, world_size: int = 1
+        self,
+        features: SquadFeatures,
+        batch_size: int,
+        seed: int,
+        rank: int = 0,
+        world_size: int = 1,
+        length_binning: bool = False,
     ):
         if batch_size < 1:
             raise ValueError(f"batch_size must be >= 1, got {batch_size}")
         self.arrays = {name: getattr(features, name) for name in TRAINING_ARRAYS}
+        self.lengths = features.attention_mask.sum(axis=1)
+        self.length_binning = length_binning
         self.batch_size, self.seed, self.rank, self.world_size = batch_size, seed, rank, world_size
         self.epoch, self.start_batch = 0, 0
         self.batches_per_epoch = len(features) // (batch_size * world_size)
@@ -74,8 +88,23 @@ class QuestionAnsweringBatches:
         """Start the current epoch after `samples` windows (counted over all ranks)."""
         self.start_batch = samples // (self.batch_size * self.world_size)
 
+    def epoch_order(self) -> np.ndarray:
+        """This epoch's windows, global batch after global batch (the incomplete last one dropped)."""
+        global_batch = self.batch_size * self.world_size
+        order = np.random.default_rng([self.seed, self.epoch]).permutation(len(self.lengths))
+        order = order[: self.batches_per_epoch * global_batch]
+        if not self.length_binning:
+            return order
+        binned = []
+        for run, first in enumerate(range(0, len(order), BIN_WINDOW * global_batch)):
+            rows = order[first : first + BIN_WINDOW * global_batch]
+            rng = np.random.default_rng([self.seed, self.epoch, run])
+            by_length, batch_order = bin_by_length(self.lengths[rows], len(rows) // global_batch, rng)
+            binned.append(rows[by_length].reshape(-1, global_batch)[batch_order].ravel())
+        return np.concatenate(binned)
+
     def __iter__(self):
-        order = np.random.default_rng([self.seed, self.epoch]).permutation(len(self.arrays["input_ids"]))
+        order = self.epoch_order()
         global_batch = self.batch_size * self.world_size
         for j in range(self.start_batch, self.batches_per_epoch):
             first = j * global_batch + self.rank * self.batch_size
@@ -98,14 +127,19 @@ def steps_for_epochs(
 
 
 def question_answering_loss(model: nn.Module, batch: dict) -> tuple[torch.Tensor, dict]:
-    """The mean of the start and end cross-entropies, and how often the model already picks the
-    exact gold span (start and end both right)."""
+    """The mean of the start and end cross-entropies, how often the model already picks the
+    exact gold span (start and end both right), and the share of token slots that held padding."""
     out = model(**batch)
     with torch.no_grad():
         exact = (out.start_logits.argmax(-1) == batch["start_positions"]) & (
             out.end_logits.argmax(-1) == batch["end_positions"]
         )
-    return out.loss, {"span_accuracy": (exact.sum(), exact.numel())}
+        mask = batch["attention_mask"]
+    stats = {
+        "span_accuracy": (exact.sum(), exact.numel()),
+        "padding_waste": (mask.numel() - mask.sum(), mask.numel()),
+    }
+    return out.loss, stats
 
 
 def predict_logits(

@@ -488,12 +488,22 @@ class BertForQuestionAnswering(BertPreTrainedModel):
         loss = None
         if start_positions is not None and end_positions is not None:
             # As in transformers: a position past the end of the sequence (an answer cut off by
-            # the window) is clamped to S and ignored; a negative one is clamped to 0.
+            # the window) is clamped to S and ignored; a negative one is clamped to 0. Unlike
+            # transformers (and Google's run_squad), padding is left out of the softmax: it never
+            # holds an answer, and so a window's loss does not depend on how wide its batch is
+            # (cut to the longest window, length-binned, or padded to max_seq_length).
             s = start_logits.shape[1]
+            padding = attention_mask == 0
             start_loss = F.cross_entropy(
-                start_logits.float(), start_positions.long().clamp(0, s), ignore_index=s
+                start_logits.float().masked_fill(padding, -torch.inf),
+                start_positions.long().clamp(0, s),
+                ignore_index=s,
             )
-            end_loss = F.cross_entropy(end_logits.float(), end_positions.long().clamp(0, s), ignore_index=s)
+            end_loss = F.cross_entropy(
+                end_logits.float().masked_fill(padding, -torch.inf),
+                end_positions.long().clamp(0, s),
+                ignore_index=s,
+            )
             loss = (start_loss + end_loss) / 2
         return QuestionAnsweringOutput(loss, start_logits, end_logits)
 

@@ -217,9 +217,8 @@ class EpochBatches(Dataset):
         first = window * BIN_WINDOW * data.global_batch
         rows = self._rows(first, first + batches * data.global_batch)
         rng = np.random.default_rng([data.seed, data.epoch, window])
-        lengths = rows["input_mask"].sum(axis=1)
-        by_length = np.lexsort((rng.random(len(lengths)), lengths))
-        return {key: values[by_length] for key, values in rows.items()}, rng.permutation(batches)
+        by_length, batch_order = bin_by_length(rows["input_mask"].sum(axis=1), batches, rng)
+        return {key: values[by_length] for key, values in rows.items()}, batch_order
 
     def _read(self, shard: int, begin: int, end: int) -> dict[str, np.ndarray]:
         if shard not in self.handles:
@@ -249,6 +248,14 @@ class EpochBatches(Dataset):
             rng,
         )
         return {"input_ids": masked, "masked_lm_positions": positions, "masked_lm_ids": labels}
+
+
+def bin_by_length(
+    lengths: np.ndarray, num_batches: int, rng: np.random.Generator
+) -> tuple[np.ndarray, np.ndarray]:
+    """One binning window: the order that sorts its rows by length (ties broken at random), and
+    the order in which its `num_batches` consecutive batches of that sorted order are served."""
+    return np.lexsort((rng.random(len(lengths)), lengths)), rng.permutation(num_batches)
 
 
 def to_tensors(batch: dict[str, np.ndarray]) -> dict[str, torch.Tensor]:

@@ -111,7 +111,7 @@ def finetune(params, distributed) -> None:
         progress=distributed.is_main,
     )
     batches = QuestionAnsweringBatches(
-        features, spec.batch_size, spec.seed, distributed.rank, distributed.world_size
+        features, spec.batch_size, spec.seed, distributed.rank, distributed.world_size, spec.length_binning
     )
     max_steps = steps_for_epochs(
         len(features), spec.epochs, spec.batch_size, spec.grad_accum_steps, distributed.world_size
@@ -161,6 +161,7 @@ def signature(params, source: Path, global_batch: int) -> str:
         "squad": [squad.max_seq_length, squad.doc_stride, squad.max_query_length],
         "optimizer": [spec.learning_rate, spec.warmup_proportion, spec.weight_decay, spec.epochs, spec.seed],
         "global_batch": global_batch,
+        "length_binning": spec.length_binning,
     }
     return run_signature(described)
 

@@ -158,7 +158,26 @@ def test_exported_question_answering_model_gives_the_same_logits_in_transformers
         )
     torch.testing.assert_close(ours.start_logits, expected.start_logits, atol=1e-5, rtol=0)
     torch.testing.assert_close(ours.end_logits, expected.end_logits, atol=1e-5, rtol=0)
-    torch.testing.assert_close(ours.loss, expected.loss, atol=1e-5, rtol=0)
+    # Our loss leaves padding out of the softmax (transformers' keeps it): the same loss from
+    # transformers' logits with the padded positions removed.
+    assert (attention_mask == 0).any()  # the batch is padded: the two losses would differ
+
+    def without_padding(logits: torch.Tensor) -> torch.Tensor:
+        return logits.masked_fill(attention_mask == 0, -torch.inf)
+
+    expected_loss = (
+        torch.nn.functional.cross_entropy(without_padding(expected.start_logits), starts)
+        + torch.nn.functional.cross_entropy(without_padding(expected.end_logits), ends)
+    ) / 2
+    torch.testing.assert_close(ours.loss, expected_loss, atol=1e-5, rtol=0)
+    longest = slice(*(int(attention_mask.sum(1).argmax()) + k for k in (0, 1)))
+    assert attention_mask[longest].all()  # the longest window has no padding: transformers' own loss
+    with torch.no_grad():
+        ours_one = model(input_ids[longest], token_type_ids[longest], attention_mask[longest], starts[longest], ends[longest])  # fmt: skip
+        theirs_one = theirs(input_ids=input_ids[longest], token_type_ids=token_type_ids[longest],
+                            attention_mask=attention_mask[longest], start_positions=starts[longest],
+                            end_positions=ends[longest])  # fmt: skip
+    torch.testing.assert_close(ours_one.loss, theirs_one.loss, atol=1e-5, rtol=0)
 
 
 @pytest.mark.parametrize("cls", [BertModel, BertForPreTraining, BertForQuestionAnswering])

@@ -207,3 +207,78 @@ def test_prediction_runs_longest_first_in_trimmed_batches_and_keeps_the_order():
         real = int(lengths[row])
         torch.testing.assert_close(torch.from_numpy(start[row, :real]), alone.start_logits[0, :real].detach())
         torch.testing.assert_close(torch.from_numpy(end[row, :real]), alone.end_logits[0, :real].detach())
+
+
+def _windows(lengths: list[int], seq: int, seed: int = 0):
+    from bert.squad import SquadFeatures
+
+    lengths = torch.tensor(lengths)
+    num = len(lengths)
+    attention = (torch.arange(seq)[None, :] < lengths[:, None]).numpy().astype("int8")
+    g = torch.Generator().manual_seed(seed)
+    ids = (torch.randint(5, 50, (num, seq), generator=g).numpy() * attention).astype("int32")
+    ids[:, 0] = torch.arange(num).numpy() + 1000  # row identity, for the batch tests
+    types = ((torch.arange(seq)[None, :] >= 3).numpy() * attention).astype("int8")
+    starts = (torch.randint(0, 1 << 30, (num,), generator=g) % lengths).numpy().astype("int32")
+    ends = torch.minimum(torch.from_numpy(starts).long() + 2, lengths - 1).numpy().astype("int32")
+    return SquadFeatures(ids, types, attention, starts, ends, starts * 0, None, None)
+
+
+def test_length_binned_batches_cover_each_window_once_with_less_padding_and_resume():
+    from bert.finetune import QuestionAnsweringBatches
+
+    g = torch.Generator().manual_seed(3)
+    features = _windows((20 + torch.randint(0, 360, (1000,), generator=g)).tolist(), seq=384)
+
+    def batches(batch_size: int = 8, **kwargs) -> list[dict]:
+        return list(QuestionAnsweringBatches(features, batch_size=batch_size, seed=5, **kwargs))
+
+    def rows(batches: list[dict]) -> list[list[int]]:
+        return [sorted((b["input_ids"][:, 0] - 1000).tolist()) for b in batches]
+
+    def padding(batches: list[dict]) -> float:
+        return 1 - sum(int(b["attention_mask"].sum()) for b in batches) / sum(
+            b["attention_mask"].numel() for b in batches
+        )
+
+    binned, plain = batches(length_binning=True), batches()
+    assert len(binned) == len(plain) == 125
+    assert sorted(r for batch in rows(binned) for r in batch) == list(range(1000))  # each window once
+    print(f"padding: binned {padding(binned):.3f}, random batches {padding(plain):.3f}")
+    assert padding(binned) < 0.05 < 0.3 < padding(plain)
+    assert rows(binned) == rows(batches(length_binning=True))  # seeded
+    two_ranks = [batches(batch_size=4, length_binning=True, rank=r, world_size=2) for r in (0, 1)]
+    assert [sorted(a + b) for a, b in zip(rows(two_ranks[0]), rows(two_ranks[1]))] == rows(binned)
+    resumed = QuestionAnsweringBatches(features, batch_size=8, seed=5, length_binning=True)
+    resumed.skip_samples(8 * 70)  # inside the second binning window
+    assert rows(list(resumed)) == rows(binned)[70:]
+    resumed.set_epoch(1)
+    assert rows(list(resumed)) != rows(binned)  # reshuffled every epoch
+
+
+def test_question_answering_loss_does_not_depend_on_the_batch_width():
+    features = _windows([5, 24, 9, 17, 6, 12], seq=32)
+    torch.manual_seed(0)
+    config = BertConfig(vocab_size=1100, hidden_size=16, num_hidden_layers=2, num_attention_heads=2,
+                        intermediate_size=32, max_position_embeddings=32, hidden_dropout_prob=0.0,
+                        attention_probs_dropout_prob=0.0)  # fmt: skip
+    model = BertForQuestionAnswering(config)
+    arrays = [torch.from_numpy(a).long() for a in (features.input_ids, features.token_type_ids,
+              features.attention_mask, features.start_positions, features.end_positions)]  # fmt: skip
+
+    def loss_and_grads(width: int, rows: slice = slice(None)):
+        model.zero_grad()
+        inputs = [a[rows, :width] if a.ndim == 2 else a[rows] for a in arrays]
+        loss = model(*inputs).loss
+        loss.backward()
+        return loss.detach(), [p.grad.clone() for p in model.parameters()]
+
+    full, full_grads = loss_and_grads(32)
+    cut, cut_grads = loss_and_grads(24)  # the longest window
+    torch.testing.assert_close(cut, full)
+    for a, b in zip(cut_grads, full_grads):
+        torch.testing.assert_close(a, b)
+    alone = torch.stack(
+        [loss_and_grads(int(features.attention_mask[r].sum()), slice(r, r + 1))[0] for r in range(6)]
+    )
+    torch.testing.assert_close(full, alone.mean())  # the batch loss is the mean of each window's own
