@@ -3,49 +3,139 @@ gradient clipping, AdamW), as NVIDIA's finetune_train_benchmark measures it.
 
     python -m bench.squad_train --size base --batch 8 --seq-len 384 --precision fp32 [--threads 2]
     python -m bench.squad_train --model data/models/squad --batch 8 --seq-len 384
+    python -m bench.squad_train --size base --squad data/squad/train.json --vocab data/vocab/vocab.txt
+
+- Full-length sequences of random tokens (the default): the model alone, every window as long
+  as the batch.
+- `--squad TRAIN_JSON`: the training windows of a SQuAD file, batched three ways: padded to
+  --seq-len (as transformers' run_qa and NVIDIA's run_squad feed them), random batches cut to
+  their longest window (finetune_squad with `finetune.length_binning: false`), and length-binned
+  (`true`, the default). For each: the share of token slots that hold padding over one whole
+  epoch, and windows/s of training steps on `--steps` batches spread evenly over the epoch, the
+  three taking turns step by step (a shared machine slows all alike); the fastest of `--rounds`
+  rounds counts. `--steps` at least the epoch's batches times them all.
 """
 
 import argparse
 import json
 import time
 
+import numpy as np
 import torch
 
-from bench.squad_inference import PRECISIONS, random_inputs
+from bench.squad_inference import PRECISIONS, dev_windows, random_inputs
+from bert.finetune import QuestionAnsweringBatches
 from bert.modeling import BertConfig, BertForQuestionAnswering
 from bert.optim import build_optimizer
+from bert.squad import SquadFeatures
+from bert.tokenization import load_tokenizer
+
+
+class TrainingStep:
+    """One fine-tuning step as finetune_squad takes it (bert.training.train): autocast forward,
+    QA loss, (scaled) backward, gradient clipping at 1.0, AdamW."""
+
+    def __init__(self, model: BertForQuestionAnswering, precision: str = "fp32"):
+        self.model = model.train()
+        self.device = next(model.parameters()).device
+        self.amp_dtype = PRECISIONS[precision]
+        self.scaler = torch.amp.GradScaler(self.device.type, enabled=precision == "fp16")
+        self.optimizer = build_optimizer(model, "adamw", 3e-5, 0.01, fused=True)
+
+    def __call__(self, batch: dict) -> float:
+        """Runs the step on `batch` and returns its seconds (the device synchronised)."""
+        _sync(self.device)
+        started = time.perf_counter()
+        with torch.autocast(self.device.type, dtype=self.amp_dtype, enabled=self.amp_dtype is not None):
+            loss = self.model(**batch).loss
+        self.scaler.scale(loss).backward()
+        self.scaler.unscale_(self.optimizer)
+        torch.nn.utils.clip_grad_norm_(self.model.parameters(), 1.0)
+        self.scaler.step(self.optimizer)
+        self.scaler.update()
+        self.optimizer.zero_grad(set_to_none=True)
+        _sync(self.device)
+        return time.perf_counter() - started
+
+
+def _sync(device: torch.device) -> None:
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
 
 
 def time_training(model: BertForQuestionAnswering, batch_size: int, seq_len: int, steps: int, warmup: int,
                   precision: str = "fp32") -> dict:  # fmt: skip
     """sequences/s of `steps` timed training steps after `warmup` untimed ones (the model changes)."""
     device = next(model.parameters()).device
-    amp_dtype = PRECISIONS[precision]
-    scaler = torch.amp.GradScaler(device.type, enabled=precision == "fp16")
-    optimizer = build_optimizer(model, "adamw", 3e-5, 0.01, fused=True)
+    step = TrainingStep(model, precision)
     inputs = random_inputs(model.config.vocab_size, batch_size, seq_len, device)
     generator = torch.Generator().manual_seed(1)
     inputs["start_positions"] = torch.randint(seq_len // 4, seq_len, (batch_size,), generator=generator).to(
         device
     )
     inputs["end_positions"] = inputs["start_positions"]
-    model.train()
-    for step in range(warmup + steps):
-        if step == warmup:
-            if device.type == "cuda":
-                torch.cuda.synchronize(device)
-            started = time.perf_counter()
-        with torch.autocast(device.type, dtype=amp_dtype, enabled=amp_dtype is not None):
-            loss = model(**inputs).loss
-        scaler.scale(loss).backward()
-        scaler.unscale_(optimizer)
-        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
-        scaler.step(optimizer)
-        scaler.update()
-        optimizer.zero_grad(set_to_none=True)
-    if device.type == "cuda":
-        torch.cuda.synchronize(device)
-    return {"sequences_per_second": batch_size * steps / (time.perf_counter() - started)}
+    for _ in range(warmup):
+        step(inputs)
+    seconds = sum(step(inputs) for _ in range(steps))
+    return {"sequences_per_second": batch_size * steps / seconds}
+
+
+def padding_waste(batches: list[dict]) -> float:
+    """The share of the token slots of `batches` that hold padding."""
+    slots = sum(b["attention_mask"].numel() for b in batches)
+    return 1 - sum(int(b["attention_mask"].sum()) for b in batches) / slots
+
+
+def benchmark_window_training(
+    model: BertForQuestionAnswering,
+    features: SquadFeatures,
+    batch_size: int,
+    steps: int,
+    rounds: int = 2,
+    precision: str = "fp32",
+) -> dict:
+    """Padding waste over an epoch, and windows/s of training steps, of the three batchings."""
+    seq_len = features.input_ids.shape[1]
+    epochs = {
+        "random_trimmed": list(QuestionAnsweringBatches(features, batch_size, seed=0)),
+        "length_binned": list(QuestionAnsweringBatches(features, batch_size, seed=0, length_binning=True)),
+    }
+    epochs = {
+        "padded_to_max_length": [
+            {k: torch.nn.functional.pad(v, (0, seq_len - v.shape[1])) if v.ndim == 2 else v for k, v in b.items()}
+            for b in epochs["random_trimmed"]
+        ],
+        **epochs,
+    }  # fmt: skip
+    device = next(model.parameters()).device
+    step = TrainingStep(model, precision)
+    step({k: v.to(device) for k, v in epochs["padded_to_max_length"][0].items()})  # warm-up
+    # Batches spread evenly over the epoch: the first few of an epoch need not be typical.
+    timed = np.unique(np.linspace(0, len(epochs["length_binned"]) - 1, steps).round().astype(int))
+    seconds = {name: [] for name in epochs}
+    for _ in range(rounds):
+        spent = dict.fromkeys(epochs, 0.0)
+        for k in timed:
+            for name, batches in epochs.items():
+                spent[name] += step({key: value.to(device) for key, value in batches[k].items()})
+        for name in epochs:
+            seconds[name].append(spent[name])
+    result = {
+        name: {
+            "padding_waste": padding_waste(batches),
+            "windows_per_second": batch_size * len(timed) / min(seconds[name]),
+        }
+        for name, batches in epochs.items()
+    }
+    binned = result["length_binned"]["windows_per_second"]
+    lengths = features.attention_mask.sum(1)
+    return {
+        "windows": len(features),
+        "mean_window_length": float(np.mean(lengths)),
+        **result,
+        "speedup_vs_padded": binned / result["padded_to_max_length"]["windows_per_second"],
+        "speedup_vs_random_trimmed": binned / result["random_trimmed"]["windows_per_second"],
+    }
 
 
 def main() -> None:
@@ -63,6 +153,11 @@ def main() -> None:
     parser.add_argument("--warmup", type=int, default=2)
     parser.add_argument("--threads", type=int)
     parser.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
+    parser.add_argument("--squad", help="batch the training windows of this SQuAD file (see above)")
+    parser.add_argument("--vocab", help="with --squad: vocab.txt (default: the model's)")
+    parser.add_argument("--doc-stride", type=int, default=128)
+    parser.add_argument("--max-query-length", type=int, default=64)
+    parser.add_argument("--rounds", type=int, default=2, help="with --squad: rounds (fastest counts)")
     args = parser.parse_args()
     if args.threads:
         torch.set_num_threads(args.threads)
@@ -72,10 +167,22 @@ def main() -> None:
     else:
         model = BertForQuestionAnswering(BertConfig.preset(args.size, args.vocab_size))
     model.to(args.device)
-    result = time_training(model, args.batch, args.seq_len, args.steps, args.warmup, args.precision)
-    print(json.dumps({"model": args.model or args.size, "batch_size": args.batch, "seq_length": args.seq_len,
-                      "precision": args.precision, "device": args.device, "threads": torch.get_num_threads(),
-                      **result}, indent=2))  # fmt: skip
+    setting = {"model": args.model or args.size, "batch_size": args.batch, "seq_length": args.seq_len,
+               "precision": args.precision, "device": args.device, "threads": torch.get_num_threads()}  # fmt: skip
+    if args.squad:
+        vocab = args.vocab or (f"{args.model}/vocab.txt" if args.model else None)
+        if vocab is None:
+            parser.error("--squad with --size needs --vocab")
+        features = dev_windows(
+            args.squad, load_tokenizer(vocab), args.seq_len, args.doc_stride, args.max_query_length
+        )
+        result = benchmark_window_training(
+            model, features, args.batch, args.steps, args.rounds, args.precision
+        )
+        setting["squad"] = args.squad
+    else:
+        result = time_training(model, args.batch, args.seq_len, args.steps, args.warmup, args.precision)
+    print(json.dumps({**setting, **result}, indent=2))
 
 
 if __name__ == "__main__":

@@ -50,8 +50,8 @@ def test_squad_like_from_real_wikipedia_has_squad_sized_paragraphs(tmp_path):
     assert len(contexts) > 50 and 600 < sum(map(len, contexts)) / len(contexts) < 1200
 
 
-def test_dev_set_benchmark_cli_times_both_libraries_on_the_same_answers(tmp_path):
-    pytest.importorskip("transformers")
+def _tiny_model_and_squad_file(tmp_path: Path) -> tuple[Path, Path]:
+    """A random 1-layer model over the words of SENTENCE, and a SQuAD-like file of 3 paragraphs."""
     import torch
 
     from bert.modeling import BertConfig, BertForQuestionAnswering
@@ -71,9 +71,15 @@ def test_dev_set_benchmark_cli_times_both_libraries_on_the_same_answers(tmp_path
     config = BertConfig(vocab_size=len(vocab.read_text().split()), hidden_size=16, num_hidden_layers=1,
                         num_attention_heads=2, intermediate_size=32, max_position_embeddings=128)  # fmt: skip
     BertForQuestionAnswering(config).save_pretrained(vocab.parent, vocab_file=vocab)
+    return vocab.parent, squad_file
+
+
+def test_dev_set_benchmark_cli_times_both_libraries_on_the_same_answers(tmp_path):
+    pytest.importorskip("transformers")
+    model_dir, squad_file = _tiny_model_and_squad_file(tmp_path)
 
     done = subprocess.run(
-        [sys.executable, "-m", "bench.squad_inference", "--model", str(vocab.parent), "--squad", str(squad_file),
+        [sys.executable, "-m", "bench.squad_inference", "--model", str(model_dir), "--squad", str(squad_file),
          "--seq-len", "64", "--doc-stride", "32", "--max-query-length", "16", "--batch", "4", "--rounds", "1"],
         cwd=REPO, capture_output=True, text=True, timeout=300,
     )  # fmt: skip
@@ -82,3 +88,25 @@ def test_dev_set_benchmark_cli_times_both_libraries_on_the_same_answers(tmp_path
     assert result["windows"] > 6 and 0 < result["padding_at_full_length"] < 1
     assert result["max_start_logit_difference"] < 1e-4
     assert result["speedup"] > 0 and result["speedup_vs_dynamic_padding"] > 0
+
+
+def test_training_benchmark_cli_compares_padded_trimmed_and_binned_batches(tmp_path):
+    model_dir, squad_file = _tiny_model_and_squad_file(tmp_path)
+
+    done = subprocess.run(
+        [sys.executable, "-m", "bench.squad_train", "--model", str(model_dir), "--squad", str(squad_file),
+         "--seq-len", "96", "--doc-stride", "32", "--max-query-length", "16", "--batch", "4", "--steps", "2",
+         "--rounds", "1"],
+        cwd=REPO, capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr[-2000:]
+    result = json.loads(done.stdout)
+    waste = {
+        name: result[name]["padding_waste"]
+        for name in ("padded_to_max_length", "random_trimmed", "length_binned")
+    }
+    # One binning window holds the whole epoch here, and sorted batches have the smallest maxima.
+    assert 0 <= waste["length_binned"] <= waste["random_trimmed"] <= waste["padded_to_max_length"] < 1, waste
+    assert waste["length_binned"] < waste["padded_to_max_length"], waste
+    assert all(result[name]["windows_per_second"] > 0 for name in waste)
+    assert result["speedup_vs_padded"] > 0 and result["speedup_vs_random_trimmed"] > 0
