@@ -23,7 +23,8 @@ import time
 import numpy as np
 import torch
 
-from bench.squad_inference import PRECISIONS, dev_windows, random_inputs
+from bench.padding import padding_waste, to_full_length
+from bench.squad_inference import PRECISIONS, _sync, dev_windows, random_inputs
 from bert.finetune import QuestionAnsweringBatches
 from bert.modeling import BertConfig, BertForQuestionAnswering
 from bert.optim import build_optimizer
@@ -58,11 +59,6 @@ class TrainingStep:
         return time.perf_counter() - started
 
 
-def _sync(device: torch.device) -> None:
-    if device.type == "cuda":
-        torch.cuda.synchronize(device)
-
-
 def time_training(model: BertForQuestionAnswering, batch_size: int, seq_len: int, steps: int, warmup: int,
                   precision: str = "fp32") -> dict:  # fmt: skip
     """sequences/s of `steps` timed training steps after `warmup` untimed ones (the model changes)."""
@@ -80,12 +76,6 @@ def time_training(model: BertForQuestionAnswering, batch_size: int, seq_len: int
     return {"sequences_per_second": batch_size * steps / seconds}
 
 
-def padding_waste(batches: list[dict]) -> float:
-    """The share of the token slots of `batches` that hold padding."""
-    slots = sum(b["attention_mask"].numel() for b in batches)
-    return 1 - sum(int(b["attention_mask"].sum()) for b in batches) / slots
-
-
 def benchmark_window_training(
     model: BertForQuestionAnswering,
     features: SquadFeatures,
@@ -96,17 +86,12 @@ def benchmark_window_training(
 ) -> dict:
     """Padding waste over an epoch, and windows/s of training steps, of the three batchings."""
     seq_len = features.input_ids.shape[1]
+    random_trimmed = list(QuestionAnsweringBatches(features, batch_size, seed=0))
     epochs = {
-        "random_trimmed": list(QuestionAnsweringBatches(features, batch_size, seed=0)),
+        "padded_to_max_length": [to_full_length(batch, seq_len) for batch in random_trimmed],
+        "random_trimmed": random_trimmed,
         "length_binned": list(QuestionAnsweringBatches(features, batch_size, seed=0, length_binning=True)),
     }
-    epochs = {
-        "padded_to_max_length": [
-            {k: torch.nn.functional.pad(v, (0, seq_len - v.shape[1])) if v.ndim == 2 else v for k, v in b.items()}
-            for b in epochs["random_trimmed"]
-        ],
-        **epochs,
-    }  # fmt: skip
     device = next(model.parameters()).device
     step = TrainingStep(model, precision)
     step({k: v.to(device) for k, v in epochs["padded_to_max_length"][0].items()})  # warm-up

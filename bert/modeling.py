@@ -494,15 +494,13 @@ class BertForQuestionAnswering(BertPreTrainedModel):
             # (cut to the longest window, length-binned, or padded to max_seq_length).
             s = start_logits.shape[1]
             padding = attention_mask == 0
-            start_loss = F.cross_entropy(
-                start_logits.float().masked_fill(padding, -torch.inf),
-                start_positions.long().clamp(0, s),
-                ignore_index=s,
-            )
-            end_loss = F.cross_entropy(
-                end_logits.float().masked_fill(padding, -torch.inf),
-                end_positions.long().clamp(0, s),
-                ignore_index=s,
+            start_loss, end_loss = (
+                F.cross_entropy(
+                    logits.float().masked_fill(padding, -torch.inf),
+                    positions.long().clamp(0, s),
+                    ignore_index=s,
+                )
+                for logits, positions in ((start_logits, start_positions), (end_logits, end_positions))
             )
             loss = (start_loss + end_loss) / 2
         return QuestionAnsweringOutput(loss, start_logits, end_logits)

@@ -34,6 +34,7 @@ import random
 import sys
 from bisect import bisect_left
 from collections.abc import Iterable, Iterator
+from contextlib import ExitStack
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
@@ -601,22 +602,21 @@ def run_tasks(function, tasks: list, num_workers: int, description: str) -> list
 
     num_workers = max(1, min(num_workers, len(tasks)))
     # The bar is closed before an error leaves (`with`), so the error stays the last line printed.
-    with tqdm(total=len(tasks), desc=description, unit="shard", disable=len(tasks) < 2) as bar:
+    with (
+        tqdm(total=len(tasks), desc=description, unit="shard", disable=len(tasks) < 2) as bar,
+        ExitStack() as stack,
+    ):
         if num_workers == 1:
             results = (function(*task) for task in tasks)
         else:
             context = multiprocessing.get_context("fork")
-            pool = context.Pool(num_workers, initializer=_single_threaded_worker)
+            pool = stack.enter_context(context.Pool(num_workers, initializer=_single_threaded_worker))
             results = pool.imap(_call, [(function, task) for task in tasks])
-        try:
-            done = []
-            for result in results:
-                done.append(result)
-                bar.update()
-            return done
-        finally:
-            if num_workers > 1:
-                pool.terminate()
+        done = []
+        for result in results:
+            done.append(result)
+            bar.update()
+        return done
 
 
 def _single_threaded_worker() -> None:

@@ -225,6 +225,7 @@ def _windows(lengths: list[int], seq: int, seed: int = 0):
 
 
 def test_length_binned_batches_cover_each_window_once_with_less_padding_and_resume():
+    from bench.padding import padding_waste
     from bert.finetune import QuestionAnsweringBatches
 
     g = torch.Generator().manual_seed(3)
@@ -236,16 +237,11 @@ def test_length_binned_batches_cover_each_window_once_with_less_padding_and_resu
     def rows(batches: list[dict]) -> list[list[int]]:
         return [sorted((b["input_ids"][:, 0] - 1000).tolist()) for b in batches]
 
-    def padding(batches: list[dict]) -> float:
-        return 1 - sum(int(b["attention_mask"].sum()) for b in batches) / sum(
-            b["attention_mask"].numel() for b in batches
-        )
-
     binned, plain = batches(length_binning=True), batches()
     assert len(binned) == len(plain) == 125
     assert sorted(r for batch in rows(binned) for r in batch) == list(range(1000))  # each window once
-    print(f"padding: binned {padding(binned):.3f}, random batches {padding(plain):.3f}")
-    assert padding(binned) < 0.05 < 0.3 < padding(plain)
+    print(f"padding: binned {padding_waste(binned):.3f}, random batches {padding_waste(plain):.3f}")
+    assert padding_waste(binned) < 0.05 < 0.3 < padding_waste(plain)
     assert rows(binned) == rows(batches(length_binning=True))  # seeded
     two_ranks = [batches(batch_size=4, length_binning=True, rank=r, world_size=2) for r in (0, 1)]
     assert [sorted(a + b) for a, b in zip(rows(two_ranks[0]), rows(two_ranks[1]))] == rows(binned)
