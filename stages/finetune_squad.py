@@ -85,9 +85,9 @@ def finetune(params, distributed) -> None:
 
     torch.manual_seed(spec.seed)  # the same fresh weights (QA head, or all for `random`) on every rank
     if spec.init == "random":
-        model = BertForQuestionAnswering(BertConfig.resolve(params.model.size, vocab_size))
+        model = BertForQuestionAnswering(BertConfig.resolve(params.model.size, vocab_size), unpad=spec.unpad)
     else:
-        model = BertForQuestionAnswering.from_pretrained(source)
+        model = BertForQuestionAnswering.from_pretrained(source, unpad=spec.unpad)
     if model.config.vocab_size < vocab_size:
         raise UserError(
             f"{source}: config.json has vocab_size {model.config.vocab_size}, vocab.txt {vocab_size} tokens"
@@ -128,6 +128,11 @@ def finetune(params, distributed) -> None:
             spec.init, source, model.num_parameters() / 1e6, len(examples), len(features), global_batch,
             spec.batch_size, spec.grad_accum_steps, distributed.world_size, spec.epochs, max_steps,
         )  # fmt: skip
+        log.info(
+            "batches cut to their longest window%s; encoder on %s",
+            ", windows binned by length" if spec.length_binning else "",
+            "packed real tokens (unpad)" if spec.unpad else "padded batches",
+        )
     config = TrainConfig(
         max_steps=max_steps,
         grad_accum_steps=spec.grad_accum_steps,

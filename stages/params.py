@@ -144,6 +144,7 @@ class Finetune:
     weight_decay: float = 0.01
     precision: Literal["fp32", "bf16", "fp16"] = "fp32"
     length_binning: bool = False
+    unpad: bool = False
     seed: int = 42
     log_every: int = 10
     save_every: int = 200

@@ -90,7 +90,7 @@ def test_dev_set_benchmark_cli_times_both_libraries_on_the_same_answers(tmp_path
     assert result["speedup"] > 0 and result["speedup_vs_dynamic_padding"] > 0
 
 
-def test_training_benchmark_cli_compares_padded_trimmed_and_binned_batches(tmp_path):
+def test_training_benchmark_cli_compares_padded_trimmed_binned_and_unpadded_batches(tmp_path):
     model_dir, squad_file = _tiny_model_and_squad_file(tmp_path)
 
     done = subprocess.run(
@@ -110,3 +110,8 @@ def test_training_benchmark_cli_compares_padded_trimmed_and_binned_batches(tmp_p
     assert waste["length_binned"] < waste["padded_to_max_length"], waste
     assert all(result[name]["windows_per_second"] > 0 for name in waste)
     assert result["speedup_vs_padded"] > 0 and result["speedup_vs_random_trimmed"] > 0
+    assert result["length_binned_unpadded"]["padding_waste"] == waste["length_binned"]  # the same batches
+    assert (
+        result["length_binned_unpadded"]["windows_per_second"] > 0
+        and result["unpadded_speedup_vs_binned"] > 0
+    )

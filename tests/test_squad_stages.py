@@ -278,3 +278,28 @@ def test_question_answering_loss_does_not_depend_on_the_batch_width():
         [loss_and_grads(int(features.attention_mask[r].sum()), slice(r, r + 1))[0] for r in range(6)]
     )
     torch.testing.assert_close(full, alone.mean())  # the batch loss is the mean of each window's own
+
+
+def test_unpadded_fine_tuning_trains_the_same_model(tmp_path, uncased_vocab):
+    """finetune.unpad runs the encoder on packed real tokens: without dropout (whose masks are
+    drawn in another shape) it trains the same weights as the padded path."""
+    from safetensors.torch import load_file
+
+    trained = {}
+    for unpad in (False, True):
+        root = make_project(tmp_path / f"unpad-{unpad}", uncased_vocab, "v1.1")
+        init = BertForQuestionAnswering.from_pretrained(root / "init")
+        init.config.hidden_dropout_prob = init.config.attention_probs_dropout_prob = 0.0
+        init.save_pretrained(root / "init", vocab_file=uncased_vocab, lower_case=True)
+        params = yaml.safe_load((root / "params.yaml").read_text())
+        params["finetune"]["unpad"] = unpad
+        (root / "params.yaml").write_text(yaml.safe_dump(params))
+        log = run(root, "stages.finetune_squad").stderr
+        assert ("encoder on packed real tokens" in log) == unpad
+        trained[unpad] = load_file(root / "data/models/squad/model.safetensors")
+    assert trained[False].keys() == trained[True].keys()
+    for name, weight in trained[False].items():
+        torch.testing.assert_close(trained[True][name], weight, atol=1e-4, rtol=0, msg=name)
+    initial = load_file(tmp_path / "unpad-True/init/model.safetensors")
+    moved = max((trained[True][name] - initial[name]).abs().max() for name in initial)
+    assert moved > 1e-3  # it trained: the comparison is not of two copies of the initial weights
