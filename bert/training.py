@@ -21,7 +21,7 @@ import subprocess
 import sys
 import time
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
@@ -58,7 +58,10 @@ class TrainConfig:
     seed: int = 0
     live_dir: str | Path | None = None  # DVCLive folder; None = no DVCLive
     metrics_file: str | Path | None = None  # final figures as JSON
-    run_signature: str = ""  # checkpoints written under another signature are not resumed
+    run_signature: str = ""  # what the run computes: checkpoints of another signature are not resumed
+    # How the run computes, besides precision, compile and the world size (say {"unpad": True}):
+    # recorded in checkpoints with them, see _resume_state.
+    execution: dict = field(default_factory=dict)
     progress: bool = True
 
 
@@ -305,7 +308,7 @@ def train(
     amp_dtype = PRECISIONS[config.precision]
     scaler = torch.amp.GradScaler(device.type, enabled=config.precision == "fp16")
 
-    state = _resume_state(config, rank) if config.checkpoint_dir else None
+    state = _resume_state(config, rank, world_size) if config.checkpoint_dir else None
     step, epoch, samples = 0, 0, 0
     totals = {"seconds": 0.0, "sequences": 0, "skipped_steps": 0, "first_loss": None, "last": {}}
     if state is not None:
@@ -493,15 +496,50 @@ class _Interval:
         return figures
 
 
-def _resume_state(config: TrainConfig, rank: int) -> dict | None:
+def _execution(config: TrainConfig, world_size: int) -> dict:
+    return {
+        "precision": config.precision,
+        "compile": config.compile,
+        "world_size": world_size,
+        "grad_accum_steps": config.grad_accum_steps,
+        **config.execution,
+    }
+
+
+def _changes(before: dict | None, now: dict) -> str:
+    """ "precision fp32 -> bf16, unpad False -> True"; "" when nothing changed or when the
+    checkpoint predates the record."""
+    if before is None:
+        return ""
+    changed = [k for k in sorted(before.keys() | now.keys()) if before.get(k) != now.get(k)]
+    return ", ".join(f"{k} {before.get(k)} -> {now.get(k)}" for k in changed)
+
+
+def _resume_state(config: TrainConfig, rank: int, world_size: int) -> dict | None:
+    """The newest checkpoint's state when the run should continue from it, else None (and the
+    old checkpoints are removed). Another signature (what is computed) never resumes. Other
+    execution settings (how: precision, unpad, GPUs, ...) resume an unfinished run, so a long
+    pretraining survives a switch of hardware or precision; a finished run is trained again
+    instead, since re-running it with new settings (`dvc exp run -S finetune.precision=bf16`)
+    asks for a new variant, and there is nothing left to resume."""
     directory = Path(config.checkpoint_dir)
     found = list_checkpoints(directory)
     state = None
     if found and config.resume:
         state = load_checkpoint(found[-1])
+        changes = _changes(state.get("execution"), _execution(config, world_size))
         if state.get("signature", "") != config.run_signature:
             log.warning("%s: written by a run with other params; starting afresh", found[-1])
             state = None
+        elif changes and state["step"] >= config.max_steps:
+            log.warning(
+                "%s: the run finished with other settings (%s); training it again with the new ones",
+                found[-1], changes,
+            )  # fmt: skip
+            state = None
+        elif rank == 0 and changes:
+            log.warning("%s: resuming a run begun with other settings (%s); it goes on with the new ones",
+                        found[-1], changes)  # fmt: skip
         elif rank == 0:
             log.info("resuming from %s", found[-1])
     if found and state is None:
@@ -536,6 +574,7 @@ def _save(
         "totals": totals,
         "world_size": world_size,
         "signature": config.run_signature,
+        "execution": _execution(config, world_size),
     }
     path = save_checkpoint(config.checkpoint_dir, step, state, config.keep_last)
     log.info("step %d: checkpoint %s", step, path)

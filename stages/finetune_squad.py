@@ -146,6 +146,7 @@ def finetune(params, distributed) -> None:
         live_dir=Path("dvclive/finetune_squad"),
         metrics_file=Path("metrics/finetune_squad.json"),
         run_signature=signature(params, source, global_batch),
+        execution={"unpad": spec.unpad},
     )
     train(model, batches, question_answering_loss, optimizer, scheduler, config)
     if distributed.is_main:

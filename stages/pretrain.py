@@ -150,6 +150,11 @@ def pretrain(params, phase: str, distributed) -> None:
         live_dir=Path(f"dvclive/pretrain_{phase}"),
         metrics_file=Path(f"metrics/pretrain_{phase}.json"),
         run_signature=_signature(params, phase, global_batch, shards, length_binning),
+        execution={
+            "unpad": unpad,
+            "use_apex": params.pretrain.use_apex,
+            "data_workers": params.pretrain.data_workers,
+        },
     )
     train(model, data, pretraining_loss, optimizer, scheduler, config)
     if distributed.is_main:
@@ -170,6 +175,7 @@ def _signature(params, phase: str, global_batch: int, shards: list[Path], length
         "learning_rate": spec.learning_rate,
         "warmup_proportion": spec.warmup_proportion,
         "weight_decay": spec.weight_decay,
+        "grad_clip": params.pretrain.grad_clip,
         "max_steps": spec.max_steps,
         "global_batch": global_batch,
         "seed": params.seed,

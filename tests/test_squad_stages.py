@@ -107,6 +107,16 @@ def test_finetune_resumes_and_benchmark(tmp_path, uncased_vocab):
     assert "resumed from step" in again.stderr
     assert (root / "data/models/squad/model.safetensors").read_bytes() == first
 
+    # Another way of running the finished run (`dvc exp run -S finetune.unpad=true`) trains it again.
+    params = yaml.safe_load((root / "params.yaml").read_text())
+    params["finetune"]["unpad"] = True
+    (root / "params.yaml").write_text(yaml.safe_dump(params))
+    variant = run(root, "stages.finetune_squad")
+    assert "finished with other settings (unpad False -> True); training it again" in variant.stderr
+    assert "resumed from step" not in variant.stderr
+    params["finetune"]["unpad"] = False
+    (root / "params.yaml").write_text(yaml.safe_dump(params))
+
     # New initial weights of the same shape (say, pretraining ran again) start afresh.
     initial = root / "init/model.safetensors"
     size = initial.stat().st_size

@@ -223,6 +223,33 @@ def test_signature_change_starts_afresh(tmp_path):
     assert summary["steps"] == 2
 
 
+def test_other_settings_resume_an_unfinished_run_and_train_a_finished_one_again(tmp_path, caplog):
+    """Execution settings (precision, unpad, GPUs, ...) do not change what a run computes, so a
+    long run resumes across a switch of them; but a finished run asked again with new settings is
+    a new variant (`dvc exp run -S finetune.precision=bf16`): resuming it would train nothing."""
+    shards = write_shards(tmp_path / "shards")
+    caplog.set_level("INFO", logger="bert.training")
+    pretrain(tmp_path, shards, 2)
+    _, resumed = pretrain(tmp_path, shards, 4, precision="bf16", execution={"unpad": False})
+    assert (
+        "resuming a run begun with other settings (precision fp32 -> bf16, unpad None -> False)"
+        in caplog.text
+    )
+    assert "resumed from step 2" in caplog.text and resumed["steps"] == 4
+
+    caplog.clear()  # finished, same settings: resumed, nothing left to train (a crash after the last save)
+    _, again = pretrain(tmp_path, shards, 4, precision="bf16", execution={"unpad": False})
+    assert "resumed from step 4" in caplog.text and (again["loss"], again["steps"]) == (resumed["loss"], 4)
+
+    caplog.clear()  # finished, other settings: trained again from step 0
+    _, other = pretrain(tmp_path, shards, 4, precision="bf16", execution={"unpad": True})
+    assert "the run finished with other settings (unpad False -> True); training it again" in caplog.text
+    assert "resumed from" not in caplog.text and other["steps"] == 4
+    assert other["first_loss"] != resumed["first_loss"]  # the first step ran again, now under bf16
+    newest = torch.load(list_checkpoints(tmp_path / "checkpoints")[-1], weights_only=False)
+    assert newest["execution"]["unpad"] is True and newest["execution"]["precision"] == "bf16"
+
+
 def test_checkpoint_write_is_atomic(tmp_path, monkeypatch):
     save_checkpoint(tmp_path, 1, {"w": torch.ones(2)}, keep_last=2)
 
