@@ -64,7 +64,10 @@ def parse_args(argv=None) -> argparse.Namespace:
         "--optimizer", choices=["adamw", "lamb"], default="adamw", help="ours; transformers gets AdamW"
     )
     parser.add_argument(
-        "--models", default="ours,transformers", help="comma-separated subset of ours,transformers"
+        "--models",
+        default="ours,transformers",
+        help="comma-separated subset of ours,ours_unpadded,transformers (ours_unpadded: unpad=True, "
+        "on CUDA flash attention's variable-length kernel; the padded path's mask rules flash out)",
     )
     parser.add_argument(
         "--threads", type=int, default=None, help="torch CPU threads (default: torch's choice)"
@@ -73,7 +76,11 @@ def parse_args(argv=None) -> argparse.Namespace:
         "--peak-tflops", type=float, default=None, help="GPU peak for MFU (default: known GPUs)"
     )
     parser.add_argument("--json", type=Path, default=None, help="also write the results here")
-    return parser.parse_args(argv)
+    args = parser.parse_args(argv)
+    unknown = set(args.models.split(",")) - {"ours", "ours_unpadded", "transformers"}
+    if unknown:
+        parser.error(f"--models: unknown {', '.join(sorted(unknown))}; use ours, ours_unpadded, transformers")
+    return args
 
 
 def make_batch(config: BertConfig, batch: int, seq_len: int, device: torch.device, seed: int = 0) -> dict:
@@ -115,8 +122,8 @@ class Runner:
     def __init__(self, name: str, config: BertConfig, args, device: torch.device):
         torch.manual_seed(0)
         self.name = name
-        if name == "ours":
-            self.model = BertForPreTraining(config).to(device)
+        if name in ("ours", "ours_unpadded"):
+            self.model = BertForPreTraining(config, unpad=name == "ours_unpadded").to(device)
             self.optimizer = make_optimizer(args.optimizer, self.model)
         else:
             import transformers
@@ -136,7 +143,7 @@ class Runner:
         self.rounds: list[tuple[float, float]] = []
 
     def loss(self, batch: dict) -> torch.Tensor:
-        if self.name == "ours":
+        if self.name != "transformers":
             keys = ("input_ids", "token_type_ids", "attention_mask", "masked_lm_positions", "masked_lm_ids")
             return self.model(*(batch[key] for key in keys), batch["next_sentence_labels"]).loss
         return self.model(

@@ -5,7 +5,9 @@
 #    fp32/bf16/fp16 with loss scaling) and the CPU tests of the same modules;
 # 2. bench/report.py: BERT-base and -large pretraining phase 1/2, SQuAD fine-tuning and inference,
 #    sequences/s and MFU, into OUT_DIR/report.{json,md};
-# 3. the pretraining step against transformers at large, phase 1, bf16.
+# 3. the pretraining step at large, bf16, phase 1 and phase 2 shapes: our padded path (SDPA's
+#    memory-efficient kernel: the mask rules flash out), our unpadded path (flash's variable-length
+#    kernel) and transformers, in the same run.
 # PYTHON defaults to python3; it needs torch with CUDA, h5py, tokenizers, pyarrow, tqdm, pytest and
 # transformers (the rest of requirements.txt is for the pipeline, not for these checks).
 set -uo pipefail
@@ -23,6 +25,10 @@ deselect=()
 "$PYTHON" -m pytest -q -p no:cacheprovider -rs "${deselect[@]}" tests/test_fastpath.py tests/test_modeling.py \
     tests/test_optim.py tests/test_training.py::test_learns_on_repeated_batches 2>&1 | tee "$OUT/tests.txt" || status=1
 "$PYTHON" bench/report.py --out-dir "$OUT" 2>&1 | tee "$OUT/report.txt" || status=1
-"$PYTHON" bench/pretrain_step.py --size large --batch 64 --seq-len 128 --precision bf16 --optimizer lamb \
-    --json "$OUT/large_phase1_vs_transformers.json" 2>&1 | tail -6 | tee "$OUT/large_phase1.txt" || status=1
+for shape in "phase1 64 128" "phase2 16 512"; do
+    read -r phase batch seq_len <<< "$shape"
+    "$PYTHON" bench/pretrain_step.py --size large --batch "$batch" --seq-len "$seq_len" --precision bf16 \
+        --optimizer lamb --models ours,ours_unpadded,transformers --rounds 5 \
+        --json "$OUT/large_${phase}_variants.json" 2>&1 | tail -6 | tee "$OUT/large_${phase}.txt" || status=1
+done
 exit $status

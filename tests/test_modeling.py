@@ -279,3 +279,7 @@ def test_pretrain_step_bench_runs_both_models(tmp_path):
     assert json.loads(out.read_text()) == results
     assert results["masked_per_seq"] == 3  # ceil(0.15 x 20)
     assert set(results["models"]) == {"ours", "transformers"} and results["speedup"] > 0
+    unpadded = main(
+        [*args, "--models", "ours,ours_unpadded", "--steps", "1", "--warmup", "0", "--rounds", "1"]
+    )
+    assert set(unpadded["models"]) == {"ours", "ours_unpadded"} and "speedup" not in unpadded
