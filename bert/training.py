@@ -308,7 +308,9 @@ def train(
     amp_dtype = PRECISIONS[config.precision]
     scaler = torch.amp.GradScaler(device.type, enabled=config.precision == "fp16")
 
-    state = _resume_state(config, rank, world_size) if config.checkpoint_dir else None
+    # Once, here: a resuming process computes it at the same point, with the same modules imported.
+    execution = _execution(config, world_size)
+    state = _resume_state(config, rank, execution) if config.checkpoint_dir else None
     step, epoch, samples = 0, 0, 0
     totals = {"seconds": 0.0, "sequences": 0, "skipped_steps": 0, "first_loss": None, "last": {}}
     if state is not None:
@@ -424,7 +426,19 @@ def train(
             totals["seconds"] += time.perf_counter() - started
             started = time.perf_counter()
             try:
-                _save(config, step, model, optimizer, scheduler, scaler, data, totals, rank, world_size)
+                _save(
+                    config,
+                    step,
+                    model,
+                    optimizer,
+                    scheduler,
+                    scaler,
+                    data,
+                    totals,
+                    rank,
+                    world_size,
+                    execution,
+                )
             except UserError:  # e.g. disk full
                 progress.close()
                 raise
@@ -496,8 +510,21 @@ class _Interval:
         return figures
 
 
+def source_fingerprint() -> str:
+    """A hash of the source of every module of this project (bert.*, stages.*) the process has
+    imported: the code a run trains with."""
+    digest = hashlib.sha256()
+    for name, module in sorted(sys.modules.items()):
+        path = getattr(module, "__file__", None)
+        if path and (name in ("bert", "stages") or name.startswith(("bert.", "stages."))):
+            digest.update(name.encode())
+            digest.update(Path(path).read_bytes())
+    return digest.hexdigest()[:16]
+
+
 def _execution(config: TrainConfig, world_size: int) -> dict:
     return {
+        "code": source_fingerprint(),
         "precision": config.precision,
         "compile": config.compile,
         "world_size": world_size,
@@ -512,22 +539,26 @@ def _changes(before: dict | None, now: dict) -> str:
     if before is None:
         return ""
     changed = [k for k in sorted(before.keys() | now.keys()) if before.get(k) != now.get(k)]
-    return ", ".join(f"{k} {before.get(k)} -> {now.get(k)}" for k in changed)
+    return ", ".join(
+        "the code (bert/, stages/)" if k == "code" else f"{k} {before.get(k)} -> {now.get(k)}"
+        for k in changed
+    )
 
 
-def _resume_state(config: TrainConfig, rank: int, world_size: int) -> dict | None:
+def _resume_state(config: TrainConfig, rank: int, execution: dict) -> dict | None:
     """The newest checkpoint's state when the run should continue from it, else None (and the
     old checkpoints are removed). Another signature (what is computed) never resumes. Other
-    execution settings (how: precision, unpad, GPUs, ...) resume an unfinished run, so a long
-    pretraining survives a switch of hardware or precision; a finished run is trained again
-    instead, since re-running it with new settings (`dvc exp run -S finetune.precision=bf16`)
-    asks for a new variant, and there is nothing left to resume."""
+    execution settings (how: the code, precision, unpad, GPUs, ...) resume an unfinished run, so
+    a long pretraining survives a bug fix or a switch of hardware or precision; a finished run is
+    trained again instead: re-running it with new settings (`dvc exp run -S
+    finetune.precision=bf16`, or `dvc repro` after an edit of bert/modeling.py) asks for the
+    output of the new ones, and there is nothing left to resume."""
     directory = Path(config.checkpoint_dir)
     found = list_checkpoints(directory)
     state = None
     if found and config.resume:
         state = load_checkpoint(found[-1])
-        changes = _changes(state.get("execution"), _execution(config, world_size))
+        changes = _changes(state.get("execution"), execution)
         if state.get("signature", "") != config.run_signature:
             log.warning("%s: written by a run with other params; starting afresh", found[-1])
             state = None
@@ -553,7 +584,7 @@ def _resume_state(config: TrainConfig, rank: int, world_size: int) -> dict | Non
 
 
 def _save(
-    config, step, model, optimizer, scheduler, scaler, data: _Batches, totals, rank, world_size
+    config, step, model, optimizer, scheduler, scaler, data: _Batches, totals, rank, world_size, execution
 ) -> None:
     rng = _rng_state()
     if world_size > 1:
@@ -574,7 +605,7 @@ def _save(
         "totals": totals,
         "world_size": world_size,
         "signature": config.run_signature,
-        "execution": _execution(config, world_size),
+        "execution": execution,
     }
     path = save_checkpoint(config.checkpoint_dir, step, state, config.keep_last)
     log.info("step %d: checkpoint %s", step, path)

@@ -223,7 +223,9 @@ def test_signature_change_starts_afresh(tmp_path):
     assert summary["steps"] == 2
 
 
-def test_other_settings_resume_an_unfinished_run_and_train_a_finished_one_again(tmp_path, caplog):
+def test_other_settings_resume_an_unfinished_run_and_train_a_finished_one_again(
+    tmp_path, caplog, monkeypatch
+):
     """Execution settings (precision, unpad, GPUs, ...) do not change what a run computes, so a
     long run resumes across a switch of them; but a finished run asked again with new settings is
     a new variant (`dvc exp run -S finetune.precision=bf16`): resuming it would train nothing."""
@@ -248,6 +250,35 @@ def test_other_settings_resume_an_unfinished_run_and_train_a_finished_one_again(
     assert other["first_loss"] != resumed["first_loss"]  # the first step ran again, now under bf16
     newest = torch.load(list_checkpoints(tmp_path / "checkpoints")[-1], weights_only=False)
     assert newest["execution"]["unpad"] is True and newest["execution"]["precision"] == "bf16"
+
+    caplog.clear()  # the code changed since (a fix in bert/modeling.py, say): `dvc repro` trains again
+    monkeypatch.setattr("bert.training.source_fingerprint", lambda: "edited")
+    pretrain(tmp_path, shards, 4, precision="bf16", execution={"unpad": True})
+    assert (
+        "the run finished with other settings (the code (bert/, stages/)); training it again" in caplog.text
+    )
+
+
+def test_source_fingerprint_follows_the_project_modules_imported(tmp_path, monkeypatch):
+    import sys
+    import types
+
+    from bert.training import source_fingerprint
+
+    before = source_fingerprint()
+    assert source_fingerprint() == before
+    probe = tmp_path / "probe.py"
+    probe.write_text("x = 1\n")
+    module = types.ModuleType("bert.fingerprint_probe")
+    module.__file__ = str(probe)
+    monkeypatch.setitem(sys.modules, "bert.fingerprint_probe", module)
+    imported = source_fingerprint()
+    assert imported != before
+    probe.write_text("x = 2\n")
+    edited = source_fingerprint()
+    assert edited != imported
+    monkeypatch.setitem(sys.modules, "elsewhere.probe", types.SimpleNamespace(__file__=str(probe)))
+    assert source_fingerprint() == edited  # other packages do not count
 
 
 def test_checkpoint_write_is_atomic(tmp_path, monkeypatch):
