@@ -31,6 +31,7 @@ import torch
 from torch.utils.data import DataLoader, Dataset
 
 from bert.errors import UserError
+from bert.masking import mask_batch
 
 PAD_TO_MULTIPLE = 8  # tensor-core friendly widths, and at most S/8 shapes for torch.compile
 BIN_WINDOW = 64  # global batches sorted by length together when binning
@@ -230,8 +231,6 @@ class EpochBatches(Dataset):
         return piece
 
     def _mask(self, piece: dict[str, np.ndarray], shard: int, begin: int) -> dict[str, np.ndarray]:
-        from bert.masking import mask_batch
-
         spec = self.data.masking
         input_ids = piece["input_ids"]
         candidate = piece["input_mask"].astype(bool) & ~np.isin(input_ids, spec.never_masked)

@@ -512,7 +512,8 @@ class _Interval:
 
 def source_fingerprint() -> str:
     """A hash of the source of every module of this project (bert.*, stages.*) the process has
-    imported: the code a run trains with."""
+    imported: taken when training starts, the code a run trains with (so the modules the loop
+    runs are imported at module level, not lazily)."""
     digest = hashlib.sha256()
     for name, module in sorted(sys.modules.items()):
         path = getattr(module, "__file__", None)

@@ -259,6 +259,25 @@ def test_other_settings_resume_an_unfinished_run_and_train_a_finished_one_again(
     )
 
 
+@pytest.mark.parametrize("stage", ["stages.pretrain", "stages.finetune_squad"])
+def test_training_stages_import_the_code_their_loop_runs_before_it_starts(stage):
+    """source_fingerprint sees the modules imported when training starts: a module the loop
+    imported lazily would escape it, and a finished run would not be trained again after its edit."""
+    import subprocess
+    import sys
+
+    from tests.test_squad_stages import REPO
+
+    script = f"import sys, {stage}; print(sorted(m for m in sys.modules if m.startswith('bert.')))"
+    imported = subprocess.run(
+        [sys.executable, "-c", script], cwd=REPO, capture_output=True, text=True, check=True
+    ).stdout
+    loop = ["bert.masking", "bert.modeling", "bert.optim", "bert.pretraining_loader", "bert.training"]
+    if stage == "stages.finetune_squad":
+        loop += ["bert.finetune", "bert.squad", "bert.tokenization"]
+    assert all(f"'{module}'" in imported for module in loop), imported
+
+
 def test_source_fingerprint_follows_the_project_modules_imported(tmp_path, monkeypatch):
     import sys
     import types
