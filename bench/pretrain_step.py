@@ -33,6 +33,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run from anywher
 
 from bert.modeling import BertConfig, BertForPreTraining, training_flops_per_sequence  # noqa: E402
 
+MODELS = ("ours", "ours_unpadded", "transformers")  # ours_unpadded: BertForPreTraining(unpad=True)
+
 # Dense peak TFLOP/s per GPU (bf16/fp16 tensor cores; fp32 = TF32 tensor cores), from the vendor
 # data sheets (SXM parts). Pass --peak-tflops for other GPUs.
 PEAK_TFLOPS = {
@@ -66,8 +68,8 @@ def parse_args(argv=None) -> argparse.Namespace:
     parser.add_argument(
         "--models",
         default="ours,transformers",
-        help="comma-separated subset of ours,ours_unpadded,transformers (ours_unpadded: unpad=True, "
-        "on CUDA flash attention's variable-length kernel; the padded path's mask rules flash out)",
+        help=f"comma-separated subset of {','.join(MODELS)} (ours_unpadded: unpad=True, on CUDA flash "
+        "attention's variable-length kernel; the padded path's mask rules flash out)",
     )
     parser.add_argument(
         "--threads", type=int, default=None, help="torch CPU threads (default: torch's choice)"
@@ -77,9 +79,9 @@ def parse_args(argv=None) -> argparse.Namespace:
     )
     parser.add_argument("--json", type=Path, default=None, help="also write the results here")
     args = parser.parse_args(argv)
-    unknown = set(args.models.split(",")) - {"ours", "ours_unpadded", "transformers"}
+    unknown = set(args.models.split(",")) - set(MODELS)
     if unknown:
-        parser.error(f"--models: unknown {', '.join(sorted(unknown))}; use ours, ours_unpadded, transformers")
+        parser.error(f"--models: unknown {', '.join(sorted(unknown))}; use {', '.join(MODELS)}")
     return args
 
 

@@ -308,9 +308,11 @@ def train(
     amp_dtype = PRECISIONS[config.precision]
     scaler = torch.amp.GradScaler(device.type, enabled=config.precision == "fp16")
 
-    # Once, here: a resuming process computes it at the same point, with the same modules imported.
-    execution = _execution(config, world_size)
-    state = _resume_state(config, rank, execution) if config.checkpoint_dir else None
+    state, execution = None, None
+    if config.checkpoint_dir:
+        # Once, here: a resuming process computes it at the same point, with the same modules imported.
+        execution = _execution(config, world_size)
+        state = _resume_state(config, rank, execution)
     step, epoch, samples = 0, 0, 0
     totals = {"seconds": 0.0, "sequences": 0, "skipped_steps": 0, "first_loss": None, "last": {}}
     if state is not None:
@@ -604,9 +606,8 @@ def _save(
         "rng": rngs,
         "data": {"epoch": data.epoch, "samples": data.samples},
         "totals": totals,
-        "world_size": world_size,
         "signature": config.run_signature,
-        "execution": execution,
+        "execution": execution,  # with the world size
     }
     path = save_checkpoint(config.checkpoint_dir, step, state, config.keep_last)
     log.info("step %d: checkpoint %s", step, path)

@@ -44,6 +44,12 @@ def make_project(root: Path, vocab_file: Path, version: str) -> Path:
     return root
 
 
+def set_params(root: Path, section: str, **values) -> None:
+    params = yaml.safe_load((root / "params.yaml").read_text())
+    params[section].update(values)
+    (root / "params.yaml").write_text(yaml.safe_dump(params))
+
+
 def run(root: Path, module: str, *args: str) -> subprocess.CompletedProcess:
     env = {**os.environ, "PYTHONPATH": str(REPO), "OMP_NUM_THREADS": "1"}
     done = subprocess.run(
@@ -108,14 +114,11 @@ def test_finetune_resumes_and_benchmark(tmp_path, uncased_vocab):
     assert (root / "data/models/squad/model.safetensors").read_bytes() == first
 
     # Another way of running the finished run (`dvc exp run -S finetune.unpad=true`) trains it again.
-    params = yaml.safe_load((root / "params.yaml").read_text())
-    params["finetune"]["unpad"] = True
-    (root / "params.yaml").write_text(yaml.safe_dump(params))
+    set_params(root, "finetune", unpad=True)
     variant = run(root, "stages.finetune_squad")
     assert "finished with other settings (unpad False -> True); training it again" in variant.stderr
     assert "resumed from step" not in variant.stderr
-    params["finetune"]["unpad"] = False
-    (root / "params.yaml").write_text(yaml.safe_dump(params))
+    set_params(root, "finetune", unpad=False)
 
     # New initial weights of the same shape (say, pretraining ran again) start afresh.
     initial = root / "init/model.safetensors"
@@ -301,9 +304,7 @@ def test_unpadded_fine_tuning_trains_the_same_model(tmp_path, uncased_vocab):
         init = BertForQuestionAnswering.from_pretrained(root / "init")
         init.config.hidden_dropout_prob = init.config.attention_probs_dropout_prob = 0.0
         init.save_pretrained(root / "init", vocab_file=uncased_vocab, lower_case=True)
-        params = yaml.safe_load((root / "params.yaml").read_text())
-        params["finetune"]["unpad"] = unpad
-        (root / "params.yaml").write_text(yaml.safe_dump(params))
+        set_params(root, "finetune", unpad=unpad)
         log = run(root, "stages.finetune_squad").stderr
         assert ("encoder on packed real tokens" in log) == unpad
         trained[unpad] = load_file(root / "data/models/squad/model.safetensors")
