@@ -1,11 +1,14 @@
 """The one exception type for mistakes a user can fix (bad input, bad params, missing files).
 
-Stages catch it at the top (see `stages/__init__.py`) and print one line on stderr, with no
+Every command (each stage and each `python -m bert.*` tool) runs through `run_main`, which catches it and print one line on stderr, with no
 traceback, then exit non-zero. Anything else is a bug and keeps its traceback.
 """
 
 import errno
+import logging
 import os
+import sys
+from collections.abc import Callable
 
 
 class UserError(Exception):
@@ -21,3 +24,26 @@ def is_disk_full(error: BaseException) -> bool:
     if isinstance(error, OSError) and error.errno in DISK_FULL_ERRNOS:
         return True
     return any(os.strerror(number) in str(error) for number in DISK_FULL_ERRNOS)
+
+
+def run_main(main: Callable[[], object], log_level: int = logging.INFO) -> None:
+    """Run a command's main(): a UserError or a full disk becomes one line on stderr and exit
+    status 1, Ctrl-C exit status 130; anything else is a bug and keeps its traceback."""
+    logging.basicConfig(level=log_level, format="%(asctime)s %(name)s: %(message)s", datefmt="%H:%M:%S")
+    try:
+        main()
+    except UserError as error:
+        print(f"error: {error}", file=sys.stderr)
+        sys.exit(1)
+    except Exception as error:
+        if not is_disk_full(error):
+            raise
+        where = f" {error.filename}" if getattr(error, "filename", None) else ""
+        print(
+            f"error: disk full while writing{where} ({error}); free space and run the stage again",
+            file=sys.stderr,
+        )
+        sys.exit(1)
+    except KeyboardInterrupt:
+        print("interrupted", file=sys.stderr)
+        sys.exit(130)

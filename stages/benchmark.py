@@ -23,7 +23,7 @@ from bench.squad_train import time_training
 from bert.errors import UserError
 from bert.finetune import model_tokenizer
 from bert.modeling import BertForQuestionAnswering
-from stages import run_stage
+from bert.errors import run_main
 from stages.params import load_params
 
 log = logging.getLogger("benchmark")
@@ -85,4 +85,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    run_stage(main)
+    run_main(main)

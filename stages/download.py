@@ -10,7 +10,7 @@ from pathlib import Path
 
 from bert.corpus.download import download_many, publish, remove_staging, staging_dir
 from bert.errors import UserError
-from stages import run_stage
+from bert.errors import run_main
 from stages.params import load_params
 
 RAW_DIR = Path("data/raw")
@@ -35,4 +35,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    run_stage(main)
+    run_main(main)

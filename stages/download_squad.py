@@ -5,7 +5,7 @@ from pathlib import Path
 
 from bert.corpus.download import download, publish, remove_staging, staging_dir
 from bert.errors import UserError
-from stages import run_stage
+from bert.errors import run_main
 from stages.params import load_params
 
 OUT_DIR = Path("data/squad")
@@ -41,4 +41,4 @@ def check_version(path: Path, source: str, version: str) -> None:
 
 
 if __name__ == "__main__":
-    run_stage(main)
+    run_main(main)

@@ -10,7 +10,7 @@ from pathlib import Path
 
 from bert.corpus.download import SourceNotFound, download, publish, remove_staging, staging_dir
 from bert.errors import UserError
-from stages import run_stage
+from bert.errors import run_main
 from stages.params import load_params
 
 OUT_DIR = Path("data/weights")
@@ -63,4 +63,4 @@ def fetch_first(base: str, names: tuple[str, ...], staging: Path) -> Path:
 
 
 if __name__ == "__main__":
-    run_stage(main)
+    run_main(main)

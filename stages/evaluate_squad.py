@@ -15,7 +15,7 @@ from pathlib import Path
 
 from bert.errors import UserError
 from bert.squad import dataset_version, evaluate, read_json
-from stages import run_stage
+from bert.errors import run_main
 
 log = logging.getLogger("evaluate_squad")
 DEV_FILE = Path("data/squad/dev.json")
@@ -50,4 +50,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    run_stage(main)
+    run_main(main)

@@ -6,7 +6,7 @@ import logging
 
 from bert.corpus.mixing import create_examples, train_shards
 from bert.pretraining_data import ExampleConfig
-from stages import run_stage
+from bert.errors import run_main
 from stages.params import load_params
 
 SHARDS = "data/shards"
@@ -53,4 +53,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    run_stage(main)
+    run_main(main)

@@ -13,7 +13,7 @@ import torch
 
 from bert.errors import UserError
 from bert.modeling import BertForPreTraining
-from stages import run_stage
+from bert.errors import run_main
 from stages.params import load_params
 
 log = logging.getLogger("export_hf")
@@ -51,4 +51,4 @@ def check_reloads(model: BertForPreTraining, directory: Path) -> None:
 
 
 if __name__ == "__main__":
-    run_stage(main)
+    run_main(main)

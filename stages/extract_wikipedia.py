@@ -5,7 +5,7 @@ import logging
 
 from bert.corpus.documents import write_file_atomically
 from bert.corpus.wikipedia import extract_wikipedia
-from stages import run_stage
+from bert.errors import run_main
 from stages.params import load_params
 
 INPUT = "data/raw/wikipedia"
@@ -25,4 +25,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    run_stage(main)
+    run_main(main)

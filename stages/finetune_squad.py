@@ -30,7 +30,7 @@ from bert.training import (
     train,
     under_torchrun,
 )
-from stages import run_stage
+from bert.errors import run_main
 from stages.params import load_params
 
 log = logging.getLogger("finetune_squad")
@@ -173,4 +173,4 @@ def signature(params, source: Path, global_batch: int) -> str:
 
 
 if __name__ == "__main__":
-    run_stage(main)
+    run_main(main)

@@ -1,7 +1,7 @@
 """Stage format_books: data/raw/bookcorpus/ (.txt books, .parquet with `text`) -> data/documents/bookcorpus/."""
 
 from bert.corpus.books import format_books
-from stages import run_stage
+from bert.errors import run_main
 
 INPUT = "data/raw/bookcorpus"
 OUTPUT = "data/documents/bookcorpus"
@@ -12,4 +12,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    run_stage(main)
+    run_main(main)

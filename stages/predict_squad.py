@@ -18,7 +18,7 @@ from bert.errors import UserError
 from bert.finetune import model_tokenizer, predict_logits
 from bert.modeling import BertForQuestionAnswering
 from bert.squad import dataset_version, load_examples, make_features, postprocess, read_json
-from stages import run_stage
+from bert.errors import run_main
 from stages.params import load_params
 
 log = logging.getLogger("predict_squad")
@@ -76,4 +76,4 @@ def write_folder(directory: Path, files: dict[str, object]) -> None:
 
 
 if __name__ == "__main__":
-    run_stage(main)
+    run_main(main)

@@ -30,7 +30,7 @@ from bert.training import (
     train,
     under_torchrun,
 )
-from stages import run_stage
+from bert.errors import run_main
 from stages.params import load_params
 
 log = logging.getLogger("pretrain")
@@ -215,4 +215,4 @@ def _load_phase1_optimizer(optimizer: torch.optim.Optimizer, name: str) -> None:
 
 
 if __name__ == "__main__":
-    run_stage(main)
+    run_main(main)

@@ -6,7 +6,7 @@ import sys
 from bert.corpus.documents import write_file_atomically
 from bert.corpus.shards import shard_corpus
 from bert.errors import UserError
-from stages import run_stage
+from bert.errors import run_main
 from stages.params import load_params
 
 
@@ -32,4 +32,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    run_stage(main)
+    run_main(main)

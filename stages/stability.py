@@ -15,7 +15,7 @@ import sys
 from pathlib import Path
 
 from bert.errors import UserError
-from stages import run_stage
+from bert.errors import run_main
 
 
 def experiment_rows(exp_show: list[dict], param: str, metrics_file: str) -> list[dict]:
@@ -86,4 +86,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    run_stage(main)
+    run_main(main)

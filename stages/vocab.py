@@ -7,7 +7,7 @@ from functools import partial
 from bert.corpus.mixing import train_shards
 from bert.pretraining_data import iter_sentences
 from bert.tokenization import prepare_vocab
-from stages import run_stage
+from bert.errors import run_main
 from stages.params import load_params
 
 OUTPUT = "data/vocab"
@@ -39,4 +39,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    run_stage(main)
+    run_main(main)

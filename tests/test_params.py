@@ -97,7 +97,7 @@ def test_invalid_params_fail_the_stage_before_any_work(project, tmp_path):
         [
             sys.executable,
             "-c",
-            "from stages import run_stage; from stages.params import load_params; run_stage(load_params)",
+            "from bert.errors import run_main; from stages.params import load_params; run_main(load_params)",
         ],
         capture_output=True,
         text=True,
