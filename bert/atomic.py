@@ -1,7 +1,8 @@
-"""Output folders that are complete or absent: the one way every stage and `save_pretrained`
-write a folder, so a failed, killed or disk-full run never leaves half-written output behind."""
+"""Outputs that are complete or absent: the one way every stage, tool and `save_pretrained` write a
+file or a folder, so a failed, killed or disk-full run never leaves half-written output behind."""
 
 import contextlib
+import json
 import os
 import shutil
 import tempfile
@@ -59,3 +60,49 @@ def _clear_interrupted(out_dir: Path) -> None:
             os.replace(old, out_dir)
     for tmp in out_dir.parent.glob(f".{out_dir.name}.tmp-*"):
         shutil.rmtree(tmp)
+
+
+@contextlib.contextmanager
+def atomic_file(path: str | Path) -> Iterator[Path]:
+    """Yield a temporary path next to `path` for any writer (open, h5py, pyarrow, torch.save,
+    safetensors); on success it replaces `path` with ordinary permissions (0644 under the usual
+    umask, not mkstemp's 0600). On any error it is removed and an existing `path` is untouched."""
+    path = Path(path)
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        for stale in path.parent.glob(f".{path.name}.tmp-*"):  # left by a writer that was killed
+            stale.unlink(missing_ok=True)
+        fd, tmp_name = tempfile.mkstemp(prefix=f".{path.name}.tmp-", dir=path.parent)
+        os.close(fd)
+    except OSError as error:
+        raise UserError(
+            f"{path}: cannot write the file ({error.strerror}: {error.filename}); "
+            "check that its folder is writable"
+        ) from None
+    tmp = Path(tmp_name)
+    try:
+        yield tmp
+        os.chmod(tmp, 0o666 & ~_umask())
+        os.replace(tmp, path)
+    except Exception as error:
+        if isinstance(error, UserError) or not is_disk_full(error):
+            raise
+        raise UserError(
+            f"{path}: disk full while writing it ({error}); the previous {path.name} is untouched. "
+            f"Free space on {path.parent.resolve()} and run again"
+        ) from None
+    finally:
+        tmp.unlink(missing_ok=True)
+
+
+def write_json(path: str | Path, data: object) -> None:
+    """Write `data` as indented UTF-8 JSON with a final newline, atomically (metrics, predictions)."""
+    with atomic_file(path) as tmp, open(tmp, "w", encoding="utf-8") as file:
+        json.dump(data, file, indent=2, ensure_ascii=False)
+        file.write("\n")
+
+
+def _umask() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
