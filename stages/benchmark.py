@@ -20,10 +20,9 @@ import torch
 
 from bench.squad_inference import benchmark_dev_inference, benchmark_inference, dev_windows
 from bench.squad_train import time_training
-from bert.errors import UserError
+from bert.errors import UserError, run_main
 from bert.finetune import model_tokenizer
 from bert.modeling import BertForQuestionAnswering
-from bert.errors import run_main
 from stages.params import load_params
 
 log = logging.getLogger("benchmark")

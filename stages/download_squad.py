@@ -4,8 +4,7 @@ import json
 from pathlib import Path
 
 from bert.corpus.download import download, publish, remove_staging, staging_dir
-from bert.errors import UserError
-from bert.errors import run_main
+from bert.errors import UserError, run_main
 from stages.params import load_params
 
 OUT_DIR = Path("data/squad")

@@ -13,9 +13,8 @@ import logging
 import os
 from pathlib import Path
 
-from bert.errors import UserError
+from bert.errors import UserError, run_main
 from bert.squad import dataset_version, evaluate, read_json
-from bert.errors import run_main
 
 log = logging.getLogger("evaluate_squad")
 DEV_FILE = Path("data/squad/dev.json")

@@ -5,8 +5,8 @@ import argparse
 import logging
 
 from bert.corpus.mixing import create_examples, train_shards
-from bert.pretraining_data import ExampleConfig
 from bert.errors import run_main
+from bert.pretraining_data import ExampleConfig
 from stages.params import load_params
 
 SHARDS = "data/shards"

@@ -11,9 +11,8 @@ from pathlib import Path
 
 import torch
 
-from bert.errors import UserError
+from bert.errors import UserError, run_main
 from bert.modeling import BertForPreTraining
-from bert.errors import run_main
 from stages.params import load_params
 
 log = logging.getLogger("export_hf")

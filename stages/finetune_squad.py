@@ -16,7 +16,7 @@ from pathlib import Path
 import torch
 import torch.distributed as dist
 
-from bert.errors import UserError
+from bert.errors import UserError, run_main
 from bert.finetune import QuestionAnsweringBatches, model_tokenizer, question_answering_loss, steps_for_epochs
 from bert.modeling import BertConfig, BertForQuestionAnswering
 from bert.optim import build_optimizer, warmup_poly_schedule
@@ -30,7 +30,6 @@ from bert.training import (
     train,
     under_torchrun,
 )
-from bert.errors import run_main
 from stages.params import load_params
 
 log = logging.getLogger("finetune_squad")

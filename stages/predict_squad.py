@@ -14,11 +14,10 @@ from pathlib import Path
 import torch
 
 from bert.atomic import atomic_folder
-from bert.errors import UserError
+from bert.errors import UserError, run_main
 from bert.finetune import model_tokenizer, predict_logits
 from bert.modeling import BertForQuestionAnswering
 from bert.squad import dataset_version, load_examples, make_features, postprocess, read_json
-from bert.errors import run_main
 from stages.params import load_params
 
 log = logging.getLogger("predict_squad")

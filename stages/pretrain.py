@@ -14,7 +14,7 @@ from pathlib import Path
 import torch
 import torch.distributed as dist
 
-from bert.errors import UserError
+from bert.errors import UserError, run_main
 from bert.modeling import BertConfig, BertForPreTraining
 from bert.optim import build_optimizer, warmup_poly_schedule
 from bert.pretraining_loader import DynamicMasking, PretrainingData
@@ -30,7 +30,6 @@ from bert.training import (
     train,
     under_torchrun,
 )
-from bert.errors import run_main
 from stages.params import load_params
 
 log = logging.getLogger("pretrain")

@@ -5,8 +5,7 @@ import sys
 
 from bert.corpus.documents import write_file_atomically
 from bert.corpus.shards import shard_corpus
-from bert.errors import UserError
-from bert.errors import run_main
+from bert.errors import UserError, run_main
 from stages.params import load_params
 
 

@@ -14,8 +14,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from bert.errors import UserError
-from bert.errors import run_main
+from bert.errors import UserError, run_main
 
 
 def experiment_rows(exp_show: list[dict], param: str, metrics_file: str) -> list[dict]:

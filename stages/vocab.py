@@ -5,9 +5,9 @@ import logging
 from functools import partial
 
 from bert.corpus.mixing import train_shards
+from bert.errors import run_main
 from bert.pretraining_data import iter_sentences
 from bert.tokenization import prepare_vocab
-from bert.errors import run_main
 from stages.params import load_params
 
 OUTPUT = "data/vocab"

@@ -1,0 +1,176 @@
+"""Every stage's `deps` in dvc.yaml list exactly the project source files its command imports.
+
+A missing file means an edit of it leaves the stage's cached outputs stale while `dvc status` says
+everything is up to date; a surplus file means an edit reruns a stage it cannot affect. The import
+closure is read statically from the source (every `import` statement, also those inside
+functions), so lazily imported modules count too. `python -m tests.test_stage_deps` lists the
+problems; `python -m tests.test_stage_deps --write` rewrites the source-file lines of every stage's
+deps in dvc.yaml (keeping its comments, data deps and order of stages).
+"""
+
+import ast
+import re
+import sys
+from pathlib import Path
+
+import yaml
+
+REPO = Path(__file__).resolve().parents[1]
+PROJECT_PACKAGES = ("bert", "stages", "bench", "sample_world")
+
+
+def module_file(module: str, root: Path = REPO) -> Path | None:
+    """The source file of a project module (a package's __init__.py), or None if it is not ours."""
+    if module.split(".")[0] not in PROJECT_PACKAGES:
+        return None
+    base = root.joinpath(*module.split("."))
+    for candidate in (base.with_suffix(".py"), base / "__init__.py"):
+        if candidate.is_file():
+            return candidate
+    return None
+
+
+def imported_modules(source: Path, root: Path = REPO) -> set[str]:
+    """The project modules that importing `source` loads: what it names, and the packages above."""
+    names: set[str] = set()
+    for node in ast.walk(ast.parse(source.read_text(encoding="utf-8"), filename=str(source))):
+        if isinstance(node, ast.Import):
+            names.update(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            names.add(node.module)
+            # `from bert import atomic` imports the module bert.atomic
+            names.update(f"{node.module}.{alias.name}" for alias in node.names)
+    found = set()
+    for name in names:
+        parts = name.split(".")
+        for depth in range(1, len(parts) + 1):  # importing a.b.c runs a/__init__ and a/b/__init__
+            prefix = ".".join(parts[:depth])
+            if module_file(prefix, root) is not None:
+                found.add(prefix)
+    return found
+
+
+def import_closure(module: str, root: Path = REPO) -> set[Path]:
+    """Source files (relative to root) of `module`, the packages above it and all they import."""
+    todo = [".".join(module.split(".")[:depth]) for depth in range(1, len(module.split(".")) + 1)]
+    seen: set[str] = set()
+    while todo:
+        name = todo.pop()
+        if name in seen or module_file(name, root) is None:
+            continue
+        seen.add(name)
+        todo.extend(imported_modules(module_file(name, root), root) - seen)
+    return {module_file(name, root).relative_to(root) for name in seen}
+
+
+def expanded_stages(dvc_yaml: Path = REPO / "dvc.yaml") -> dict[str, dict]:
+    """dvc.yaml's stages with `foreach` lists expanded (`name@item`, `${item}` substituted)."""
+    stages = {}
+    for name, stage in yaml.safe_load(dvc_yaml.read_text())["stages"].items():
+        if "foreach" not in stage:
+            stages[name] = stage
+            continue
+        items = stage["foreach"]
+        if not isinstance(items, list):
+            raise AssertionError(f"dvc.yaml: stage {name} iterates over {items!r}; this test expands lists")
+        for item in items:
+            text = yaml.safe_dump(stage["do"]).replace("${item}", str(item))
+            stages[f"{name}@{item}"] = yaml.safe_load(text)
+    return stages
+
+
+def command_module(cmd: str) -> str:
+    match = re.match(r"python -m ([\w.]+)", cmd)
+    if not match:
+        raise AssertionError(f"dvc.yaml: command {cmd!r} does not start with `python -m MODULE`")
+    return match.group(1)
+
+
+def listed_sources(deps: list[str], root: Path = REPO) -> tuple[set[Path], list[Path]]:
+    """The project .py files a deps list names, and the folders it names (which cover their content)."""
+    files, folders = set(), []
+    for dep in deps:
+        path = Path(dep)
+        if (root / path).is_dir():
+            folders.append(path)
+        elif path.suffix == ".py":
+            files.add(path)
+    return files, folders
+
+
+def stage_dep_problems(root: Path = REPO) -> list[str]:
+    problems = []
+    for name, stage in expanded_stages(root / "dvc.yaml").items():
+        closure = import_closure(command_module(stage["cmd"]), root)
+        files, folders = listed_sources(stage.get("deps", []), root)
+        for missing in sorted(closure - files):
+            if not any(folder in missing.parents for folder in folders):
+                problems.append(f"stage {name}: imports {missing}, which its deps do not list")
+        for surplus in sorted(files - closure):
+            problems.append(f"stage {name}: lists {surplus} in deps, which it does not import")
+    return problems
+
+
+def test_every_stage_lists_exactly_the_project_files_it_imports():
+    problems = stage_dep_problems()
+    assert not problems, "dvc.yaml deps are out of date:\n" + "\n".join(problems)
+
+
+def test_a_removed_dep_line_is_caught(tmp_path):
+    """The check is not vacuous: drop one source file from one stage's deps and it names both."""
+    text = (REPO / "dvc.yaml").read_text()
+    victim = "      - stages/evaluate_squad.py\n"
+    assert victim in text
+    for folder in ("bert", "stages", "bench", "sample_world"):
+        if (REPO / folder).is_dir():
+            (tmp_path / folder).symlink_to(REPO / folder)
+    (tmp_path / "dvc.yaml").write_text(text.replace(victim, "", 1))
+    assert stage_dep_problems(tmp_path) == [
+        "stage evaluate_squad: imports stages/evaluate_squad.py, which its deps do not list"
+    ]
+
+
+def test_lazy_imports_count(tmp_path):
+    (tmp_path / "bert").mkdir()
+    (tmp_path / "bert" / "__init__.py").write_text("")
+    (tmp_path / "bert" / "a.py").write_text("def f():\n    from bert import b\n    return b\n")
+    (tmp_path / "bert" / "b.py").write_text("import os\n")
+    assert import_closure("bert.a", tmp_path) == {
+        Path("bert/__init__.py"),
+        Path("bert/a.py"),
+        Path("bert/b.py"),
+    }
+
+
+def write_source_deps(dvc_yaml: Path = REPO / "dvc.yaml") -> None:
+    """Set each stage's project source deps to its import closure; other deps follow, as they were."""
+    from ruamel.yaml import YAML  # DVC's own YAML library: keeps comments and layout
+
+    yaml_rt = YAML()
+    yaml_rt.indent(mapping=2, sequence=4, offset=2)
+    yaml_rt.width = 4096
+    document = yaml_rt.load(dvc_yaml.read_text())
+    expanded = expanded_stages(dvc_yaml)
+    for name, stage in document["stages"].items():
+        body = stage.get("do", stage)
+        items = stage.get("foreach", [None])
+        closures = {
+            frozenset(
+                import_closure(command_module(expanded[name if item is None else f"{name}@{item}"]["cmd"]))
+            )
+            for item in items
+        }
+        assert len(closures) == 1, f"{name}: its foreach items import different modules"
+        sources = [str(path) for path in sorted(closures.pop())]
+        others = [dep for dep in body.get("deps", []) if not str(dep).endswith(".py")]
+        body["deps"] = sources + others
+    with open(dvc_yaml, "w") as file:
+        yaml_rt.dump(document, file)
+
+
+if __name__ == "__main__":
+    if "--write" in sys.argv[1:]:
+        write_source_deps()
+    problems = stage_dep_problems()
+    print("\n".join(problems) if problems else "dvc.yaml deps are exact")
+    sys.exit(1 if problems else 0)
