@@ -34,8 +34,8 @@ test-fast: $(STAMP) lint
 	$(BIN)/python -m pytest -q -m "not slow"
 
 lint: $(STAMP)
-	$(BIN)/ruff check bert stages tests bench
-	$(BIN)/ruff format --check bert stages tests bench
+	$(BIN)/ruff check bert stages tests bench sample_world
+	$(BIN)/ruff format --check bert stages tests bench sample_world
 
 sample: $(STAMP)
-	$(BIN)/python -m bert.sample_world --out data/sample --seed 0
+	$(BIN)/python -m sample_world --out data/sample --seed 0

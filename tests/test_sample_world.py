@@ -11,15 +11,19 @@ from pathlib import Path
 import pyarrow.parquet as pq
 import pytest
 
-from bert import sample_world
+from sample_world.__main__ import main
+from sample_world.books import BOOKS_PARQUET
+from sample_world.generate import generate
+from sample_world.squad import SQUAD_FILES
+from sample_world.wiki_xml import DUMP_NAME, mediawiki_sha1
 
 REPO = Path(__file__).resolve().parents[1]
 SAMPLE = REPO / "data" / "sample"
-DUMP = SAMPLE / "wikipedia" / sample_world.DUMP_NAME
+DUMP = SAMPLE / "wikipedia" / DUMP_NAME
 NS = "{http://www.mediawiki.org/xml/export-0.11/}"
 SQUAD = {
     (version, split): SAMPLE / "squad" / version / name
-    for version, names in sample_world.SQUAD_FILES.items()
+    for version, names in SQUAD_FILES.items()
     for split, name in zip(("train", "dev"), names)
 }
 
@@ -91,7 +95,7 @@ def test_dump_is_a_mediawiki_export_with_siteinfo(pages):
             and page["format"] == "text/x-wiki"
         )
         assert int(page["attrib"]["bytes"]) == len(page["text"].encode("utf-8"))
-        assert page["sha1"] == page["attrib"]["sha1"] == sample_world.mediawiki_sha1(page["text"])
+        assert page["sha1"] == page["attrib"]["sha1"] == mediawiki_sha1(page["text"])
         assert page["attrib"]["{http://www.w3.org/XML/1998/namespace}space"] == "preserve"
 
 
@@ -191,7 +195,7 @@ def test_books_exist_as_txt_and_as_one_parquet_text_column():
     txt = sorted((SAMPLE / "books" / "txt").glob("*.txt"))
     assert 25 <= len(txt) <= 40
     lines = [line for path in txt for line in path.read_text(encoding="utf-8").splitlines()]
-    table = pq.read_table(SAMPLE / "books" / "parquet" / sample_world.BOOKS_PARQUET)
+    table = pq.read_table(SAMPLE / "books" / "parquet" / BOOKS_PARQUET)
     assert table.column_names == ["text"] and str(table.schema.field("text").type) == "string"
     assert table.column("text").to_pylist() == lines
     assert sum(p.stat().st_size for p in txt) > 400_000
@@ -221,7 +225,7 @@ def test_every_answer_occurs_at_its_answer_start(squad):
 
 def test_question_counts_and_unanswerable_share(squad):
     counts = {key: sum(1 for _ in _qas(doc)) for key, doc in squad.items()}
-    for version in sample_world.SQUAD_FILES:
+    for version in SQUAD_FILES:
         assert 1500 <= counts[(version, "train")] <= 2500, counts
         assert 300 <= counts[(version, "dev")] <= 500, counts
     for split in ("train", "dev"):
@@ -234,7 +238,7 @@ def test_question_counts_and_unanswerable_share(squad):
 
 
 def test_dev_asks_about_held_out_entities(squad):
-    for version in sample_world.SQUAD_FILES:
+    for version in SQUAD_FILES:
         train = {a["title"] for a in squad[(version, "train")]["data"]}
         dev = {a["title"] for a in squad[(version, "dev")]["data"]}
         assert dev and not train & dev
@@ -242,10 +246,8 @@ def test_dev_asks_about_held_out_entities(squad):
 
 def test_dev_facts_are_stated_in_the_books():
     """Pretraining can help: each dev answer is in a book paragraph that names its subject."""
-    _, summary = sample_world.generate(0)
-    lines = (
-        pq.read_table(SAMPLE / "books" / "parquet" / sample_world.BOOKS_PARQUET).column("text").to_pylist()
-    )
+    _, summary = generate(0)
+    lines = pq.read_table(SAMPLE / "books" / "parquet" / BOOKS_PARQUET).column("text").to_pylist()
     dev = [f for f in summary["qa_facts"] if f["split"] == "dev"]
     assert len(dev) >= 300
     missing = [f for f in dev if not any(f["subject"] in line and f["answer"] in line for line in lines)]
@@ -255,34 +257,41 @@ def test_dev_facts_are_stated_in_the_books():
 
 
 def test_regeneration_is_byte_identical_and_matches_the_committed_data(tmp_path):
-    assert sample_world.main(["--out", str(tmp_path / "a"), "--seed", "0"]) == 0
-    assert sample_world.main(["--out", str(tmp_path / "b"), "--seed", "0"]) == 0
+    main(["--out", str(tmp_path / "a"), "--seed", "0"])
+    main(["--out", str(tmp_path / "b"), "--seed", "0"])
     a, b = _files(tmp_path / "a"), _files(tmp_path / "b")
     assert a == b
     committed = _files(SAMPLE)
     assert committed.keys() == a.keys(), (
-        "data/sample is stale: run python -m bert.sample_world --out data/sample --seed 0"
+        "data/sample is stale: run python -m sample_world --out data/sample --seed 0"
     )
     assert [k for k in a if a[k] != committed[k]] == []
 
 
 def test_another_seed_gives_another_world(tmp_path):
-    zero, _ = sample_world.generate(0)
-    one, _ = sample_world.generate(1)
+    zero, _ = generate(0)
+    one, _ = generate(1)
     for path in (
-        "wikipedia/" + sample_world.DUMP_NAME,
-        "books/parquet/" + sample_world.BOOKS_PARQUET,
+        "wikipedia/" + DUMP_NAME,
+        "books/parquet/" + BOOKS_PARQUET,
         "squad/v2.0/dev-v2.0.json",
     ):
         assert zero[path] != one[path]
-    assert sample_world.main(["--out", str(tmp_path), "--seed", "1"]) == 0
-    assert sample_world.main(["--out", str(tmp_path), "--seed", "0"]) == 0
+    main(["--out", str(tmp_path), "--seed", "1"])
+    main(["--out", str(tmp_path), "--seed", "0"])
     assert _files(tmp_path) == _files(SAMPLE)  # books of seed 1 do not linger
 
 
-def test_unwritable_output_is_one_clear_line(tmp_path, capsys):
+def test_unwritable_output_is_one_clear_line(tmp_path):
     blocker = tmp_path / "file"
     blocker.write_text("not a folder")
-    assert sample_world.main(["--out", str(blocker / "sample")]) == 1
-    err = capsys.readouterr().err.strip().splitlines()
+    result = subprocess.run(
+        [sys.executable, "-m", "sample_world", "--out", str(blocker / "sample")],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert result.returncode == 1
+    err = result.stderr.strip().splitlines()
     assert len(err) == 1 and str(blocker / "sample") in err[0]

@@ -1,0 +1,29 @@
+"""The bundled sample world: a small fictional encyclopaedia, books and SQuAD sets, from one seed.
+
+`python -m sample_world --out data/sample --seed 0` invents people, places, organisations,
+universities and events with consistent facts (a person is born in a town in a year, studies at a
+university, marries, founds a company; an event happens in a town ...) and writes them in the
+formats the real sources have, so the demo pipeline runs exactly the code a real run does:
+
+  wikipedia/samplewiki-20260101-pages-articles.xml.bz2   MediaWiki XML export 0.11 (like enwiki)
+  books/txt/<slug>.txt                                   narrative books, one paragraph a line
+  books/parquet/train-00000-of-00001.parquet             the same lines, one `text` row each
+  squad/v1.1/{train,dev}-v1.1.json                       SQuAD v1.1 (dev: three gold answers)
+  squad/v2.0/{train,dev}-v2.0.json                       SQuAD v2.0 (a third unanswerable)
+
+Every fact asked about in SQuAD is stated in the wiki prose and restated in the books, so a model
+pretrained on them starts fine-tuning knowing the answers. Dev questions are about entities that
+train questions never ask about. SQuAD contexts are the articles' prose paragraphs rendered as
+wikiextractor renders them (links become their labels, ''italic'' becomes "italic", refs vanish).
+Output is byte-identical for the same seed.
+
+  names.py     the word lists everything is named from
+  world.py     the entities and their facts (build_world)
+  markup.py    Piece and Paragraph: wikitext and its plain rendering, with exact fact spans
+  prose.py     what an article says about each kind of entity, in paragraphs
+  articles.py  an article's wikitext: infobox, prose sections, tables, references, categories
+  wiki_xml.py  the MediaWiki XML export around the articles
+  books.py     the books: narrative chapters restating the facts
+  squad.py     SQuAD v1.1 and v2.0 questions about the articles' prose
+  generate.py  all of it as {path: bytes}, and writing that into a folder
+"""
