@@ -47,7 +47,7 @@ def write_shard(
         if not dynamic:
             maskable = [i for i in range(1, length - 1) if i != split]
             # every row masks max_pred tokens: a batch's mean MLM loss is then the mean of its
-            # halves' means, so 1 rank x 8 and 2 ranks x 4 agree exactly (see docs/training.md)
+            # halves' means, so 1 rank x 8 and 2 ranks x 4 agree exactly (see docs/operations.md)
             chosen = np.sort(rng.choice(maskable, size=max_pred, replace=False))
             positions[r, : len(chosen)] = chosen
             labels[r, : len(chosen)] = input_ids[r, chosen]
