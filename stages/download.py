@@ -9,8 +9,7 @@ import logging
 from pathlib import Path
 
 from bert.corpus.download import download_many, publish, remove_staging, staging_dir
-from bert.errors import UserError
-from bert.errors import run_main
+from bert.errors import UserError, run_main
 from stages.params import load_params
 
 RAW_DIR = Path("data/raw")
