@@ -41,6 +41,7 @@ from bert.errors import UserError, run_main
 from bert.examples_format import ShardWriter, copy_instances, shard_attrs
 from bert.masking import mask_batch
 from bert.parallel import run_tasks
+from bert.tokenization import SentenceEncoder, continuation_table, load_tokenizer
 
 log = logging.getLogger(__name__)
 
@@ -280,8 +281,6 @@ _TOKENIZERS: dict = {}  # one per worker process: the word cache then serves all
 
 def _tokenizer_for(vocab_file: str, lower_case: bool, whole_word_mask: bool):
     """(SentenceEncoder, SpecialIds, `##` table for whole-word masking or None)."""
-    from bert.tokenization import SentenceEncoder, continuation_table, load_tokenizer
-
     key = (str(vocab_file), lower_case)
     if key not in _TOKENIZERS:
         tokenizer = load_tokenizer(vocab_file, lower_case)

@@ -14,6 +14,7 @@ from tokenizers import Tokenizer, decoders, normalizers, pre_tokenizers, process
 from tokenizers.models import WordPiece
 
 from bert.atomic import atomic_folder
+from bert.corpus.download import download
 from bert.errors import UserError
 
 SPECIAL_TOKENS = ("[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]")
@@ -212,8 +213,6 @@ def prepare_vocab(
                 raise ValueError("vocab source `train` needs sentences")
             save_vocab(train_wordpiece(sentences, vocab_size, min_frequency, lower_case), vocab_file)
         elif source == "google":
-            from bert.corpus.download import download  # lazily: only this source needs the network
-
             download(url, vocab_file, checksum)
         elif source.startswith("file:"):
             given = Path(source[len("file:") :])
