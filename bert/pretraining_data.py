@@ -14,57 +14,37 @@ The semantics are Google's `create_pretraining_data.py` (also NVIDIA's copy of i
 What differs is the machinery, for speed: sentences are tokenised in batches (with a word cache,
 see bert.tokenization.SentenceEncoder) into one flat int32 array, so a segment is just a (start,
 length) span of that array; pair building is a small Python loop over sentence lengths; the
-instance matrices and the masks are built with NumPy for thousands of instances at once; HDF5 is
-written in chunks with a fast compressor. Each input shard is an independent task seeded from
-(seed, shard index), so outputs do not depend on the number of worker processes.
+instance matrices and the masks are built with NumPy for thousands of instances at once. Each
+input shard is an independent task seeded from (seed, shard index), so outputs do not depend on
+the number of worker processes.
 
-Output layout (NVIDIA's run_pretraining.py keys): input_ids int32 [N, S], input_mask int8 [N, S],
-segment_ids int8 [N, S], masked_lm_positions int32 [N, P], masked_lm_ids int32 [N, P],
-next_sentence_labels int8 [N]; unused masked slots are 0.
+Input: sentence shards or text (bert.corpus.sentence_shards). Output: HDF5 files in NVIDIA's
+layout (bert.examples_format).
 """
 
 import argparse
 import glob
-import hashlib
-import io
 import logging
-import multiprocessing
 import os
 import random
-import sys
 from bisect import bisect_left
-from collections.abc import Iterable, Iterator
-from contextlib import ExitStack
-from dataclasses import asdict, dataclass, field
+from collections.abc import Iterable
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import h5py
 import numpy as np
 
-from bert.errors import UserError
+from bert.atomic import atomic_file
+from bert.corpus.sentence_shards import iter_documents
+from bert.errors import UserError, run_main
+from bert.examples_format import ShardWriter, copy_instances, shard_attrs
 from bert.masking import mask_batch
+from bert.parallel import run_tasks
+from bert.tokenization import SentenceEncoder, continuation_table, load_tokenizer
 
 log = logging.getLogger(__name__)
 
-# (name, dtype, second dimension: "seq", "pred" or None)
-LAYOUT = (
-    ("input_ids", np.int32, "seq"),
-    ("input_mask", np.int8, "seq"),
-    ("segment_ids", np.int8, "seq"),
-    ("masked_lm_positions", np.int32, "pred"),
-    ("masked_lm_ids", np.int32, "pred"),
-    ("next_sentence_labels", np.int8, None),
-)
-# HDF5 filters per dtype, chosen for write speed (writing was the costliest step), all built into
-# every HDF5 library, so plain f[key][:] reads them anywhere. Measured on 27k instances of 128:
-# - int32 (token ids, positions): scale-offset with scaleoffset=0 packs each chunk's values into
-#   the fewest bits that hold them exactly (15 for ids < 32768): input_ids 29 ms, 6.6 MB; lzf +
-#   shuffle 86 ms, 5.9 MB; gzip-1 212 ms, 5.7 MB; none 8 ms, 14.2 MB.
-# - int8 (masks, segment ids, labels; long runs of 0 and 1): gzip level 1: input_mask 9 ms,
-#   0.06 MB; lzf 10 ms, 0.09 MB; scale-offset 19 ms, 0.45 MB.
-# All datasets: 58 ms, 8.4 MB, where lzf + shuffle takes 150 ms for 7.8 MB.
-HDF5_FILTERS = {np.int32: {"scaleoffset": 0}, np.int8: {"compression": "gzip", "compression_opts": 1}}
-ROWS_PER_HDF5_CHUNK = 1024
 TOKENS_PER_BATCH = 1_000_000  # documents are turned into instances this many tokens at a time
 
 
@@ -106,55 +86,6 @@ class ShardStats:
             setattr(self, name, getattr(self, name) + getattr(other, name))
         for name, count in other.per_input.items():
             self.per_input[name] = self.per_input.get(name, 0) + count
-
-
-# ---------------------------------------------------------------------------------------------
-# Reading documents
-
-
-def iter_documents(path: str | Path, batch_size: int = 1000) -> Iterator[list[list[str]]]:
-    """Documents of a shard, `batch_size` at a time, each a list of sentences.
-
-    `.parquet`: our sentence shards (column `sentences`, list<string>). Anything else: the
-    reference text format, one sentence per line and a blank line between documents."""
-    path = Path(path)
-    if not path.is_file():
-        raise UserError(f"{path}: input file not found")
-    if path.suffix == ".parquet":
-        yield from _iter_parquet(path, batch_size)
-    else:
-        yield from _iter_text(path, batch_size)
-
-
-def _iter_parquet(path: Path, batch_size: int) -> Iterator[list[list[str]]]:
-    import pyarrow.parquet as pq
-
-    try:
-        parquet = pq.ParquetFile(path)
-    except Exception as error:  # pyarrow raises several types for a damaged file
-        raise UserError(f"{path}: not a readable Parquet file ({error}); re-run the `shard` stage") from None
-    if "sentences" not in parquet.schema_arrow.names:
-        raise UserError(f"{path}: has no `sentences` column; expected a sentence shard (doc_id, sentences)")
-    for batch in parquet.iter_batches(batch_size=batch_size, columns=["sentences"]):
-        yield [sentences or [] for sentences in batch.column(0).to_pylist()]
-
-
-def _iter_text(path: Path, batch_size: int) -> Iterator[list[list[str]]]:
-    documents: list[list[str]] = [[]]
-    with open(path, "rb") as file:
-        for line_number, raw in enumerate(file, 1):
-            try:
-                line = raw.decode("utf-8").strip()
-            except UnicodeDecodeError:
-                raise UserError(f"{path}:{line_number}: not UTF-8 text; convert the file to UTF-8") from None
-            if line:
-                documents[-1].append(line)
-            elif documents[-1]:
-                documents.append([])
-                if len(documents) > batch_size:
-                    yield documents[:-1]
-                    documents = [[]]
-    yield [document for document in documents if document]
 
 
 # ---------------------------------------------------------------------------------------------
@@ -342,148 +273,6 @@ def assemble(ids: np.ndarray, pairs: np.ndarray, max_seq_length: int) -> dict[st
 
 
 # ---------------------------------------------------------------------------------------------
-# HDF5
-
-
-class ShardWriter:
-    """Appends batches of instances to an HDF5 file in the layout above; written under a temporary
-    name and renamed into place on a clean close, removed on an error. `compressed=False` is for
-    intermediate files that are copied into compressed ones: one compression instead of two."""
-
-    def __init__(
-        self,
-        path: str | Path,
-        max_seq_length: int,
-        max_predictions: int,
-        attrs: dict,
-        compressed: bool = True,
-    ):
-        self.path = Path(path)
-        self.temporary = self.path.with_name(self.path.name + ".tmp")
-        self.raw = WriteFailureLatch(self.temporary)
-        self.file = h5py.File(self.raw, "w")
-        self.rows = 0
-        widths = {"seq": max_seq_length, "pred": max_predictions, None: None}
-        for name, dtype, width in LAYOUT:
-            shape = (0,) if widths[width] is None else (0, widths[width])
-            self.file.create_dataset(
-                name,
-                shape=shape,
-                maxshape=(None,) + shape[1:],
-                chunks=(ROWS_PER_HDF5_CHUNK,) + shape[1:],
-                dtype=dtype,
-                track_times=False,
-                **(HDF5_FILTERS[dtype] if compressed else {}),
-            )
-        for key, value in sorted(attrs.items()):
-            self.file.attrs[key] = value
-
-    def append(self, batch: dict[str, np.ndarray]) -> None:
-        count = len(batch["input_ids"])
-        for name, dtype, _ in LAYOUT:
-            dataset = self.file[name]
-            dataset.resize(self.rows + count, axis=0)
-            dataset[self.rows :] = batch[name].astype(dtype, copy=False)
-        self.rows += count
-        self.raw.raise_failure()
-
-    def __enter__(self) -> "ShardWriter":
-        return self
-
-    def __exit__(self, kind, error, traceback) -> None:
-        try:
-            self.file.close()
-            self.raw.close()
-            self.raw.raise_failure()  # a write that failed while closing (the last chunks)
-            if kind is None:
-                os.replace(self.temporary, self.path)
-        finally:
-            self.temporary.unlink(missing_ok=True)  # gone already after a clean close
-
-
-class WriteFailureLatch(io.FileIO):
-    """A binary file for h5py's file-object driver that remembers its first failed write (disk
-    full, file size limit) instead of raising it into HDF5, and drops the writes after it.
-
-    Why: HDF5 (h5py 3.x, HDF5 1.14/2.0) crashes the process with SIGSEGV when it closes a file
-    whose writes failed, so a full disk killed the examples stage without a word. Here HDF5 never
-    sees a failure; ShardWriter raises the remembered OSError itself (after each append and after
-    closing) and removes the partial file, which is garbage anyway."""
-
-    failure: OSError | None = None
-
-    def __init__(self, path: Path):
-        super().__init__(path, "w+")
-
-    def write(self, data) -> int:
-        view = memoryview(data).cast("B")
-        size = len(view)
-        while view and self.failure is None:
-            try:
-                view = view[super().write(view) :]  # a raw write may be short: write the rest
-            except OSError as error:
-                self.failure = error
-        return size
-
-    def truncate(self, size: int | None = None) -> int:
-        if self.failure is None:
-            try:
-                return super().truncate(size)
-            except OSError as error:
-                self.failure = error
-        return self.tell() if size is None else size
-
-    def raise_failure(self) -> None:
-        if self.failure is not None:
-            raise self.failure
-
-
-def read_shard(path: str | Path) -> dict[str, np.ndarray]:
-    """All datasets of a shard as arrays (for tests and tools; the trainer streams)."""
-    with h5py.File(path, "r") as file:
-        return {name: file[name][:] for name, _, _ in LAYOUT}
-
-
-def shard_attrs(config: ExampleConfig) -> dict:
-    """File attributes that tell a loader how the shard was masked (and how to mask it, if dynamic)."""
-    return {
-        "masking": "dynamic" if config.dynamic_masking else "static",
-        "max_seq_length": config.max_seq_length,
-        "max_predictions_per_seq": config.max_predictions_per_seq,
-        "masked_lm_prob": config.masked_lm_prob,
-        "whole_word_mask": config.whole_word_mask,
-    }
-
-
-def copy_instances(
-    sources: list[tuple[str | Path, int, int]], output: str | Path, permutation_seed=None
-) -> int:
-    """Write rows [start, stop) of each source shard, in order, into one shard at `output`; with
-    `permutation_seed` the rows are shuffled (in memory: the output shard is loaded whole)."""
-    with h5py.File(sources[0][0], "r") as first:
-        attrs = dict(first.attrs)
-        max_seq_length, max_predictions = first["input_ids"].shape[1], first["masked_lm_ids"].shape[1]
-    with ShardWriter(output, max_seq_length, max_predictions, attrs) as writer:
-        if permutation_seed is None:
-            for path, start, stop in sources:
-                with h5py.File(path, "r") as file:
-                    for begin in range(start, stop, 64 * ROWS_PER_HDF5_CHUNK):
-                        end = min(stop, begin + 64 * ROWS_PER_HDF5_CHUNK)
-                        writer.append({name: file[name][begin:end] for name, _, _ in LAYOUT})
-        else:
-            parts = []
-            for path, start, stop in sources:
-                with h5py.File(path, "r") as file:
-                    parts.append({name: file[name][start:stop] for name, _, _ in LAYOUT})
-            merged = {name: np.concatenate([part[name] for part in parts]) for name, _, _ in LAYOUT}
-            order = np.random.default_rng(permutation_seed).permutation(len(merged["input_ids"]))
-            for begin in range(0, len(order), 64 * ROWS_PER_HDF5_CHUNK):
-                rows = order[begin : begin + 64 * ROWS_PER_HDF5_CHUNK]
-                writer.append({name: array[rows] for name, array in merged.items()})
-        return writer.rows
-
-
-# ---------------------------------------------------------------------------------------------
 # One shard of instances
 
 
@@ -492,8 +281,6 @@ _TOKENIZERS: dict = {}  # one per worker process: the word cache then serves all
 
 def _tokenizer_for(vocab_file: str, lower_case: bool, whole_word_mask: bool):
     """(SentenceEncoder, SpecialIds, `##` table for whole-word masking or None)."""
-    from bert.tokenization import SentenceEncoder, continuation_table, load_tokenizer
-
     key = (str(vocab_file), lower_case)
     if key not in _TOKENIZERS:
         tokenizer = load_tokenizer(vocab_file, lower_case)
@@ -516,7 +303,7 @@ def write_instances(
     """Tokenise the documents of one shard, make dupe_factor passes of instances over them, mask
     and write them to the HDF5 file `output`. `batches` yields (documents, identities); `seed` is
     a sequence of ints (the run's seed and the shard's index) that fixes every random choice.
-    `compressed=False`: for a temporary file that copy_instances will copy (see ShardWriter)."""
+    `compressed=False`: for a temporary file that copy_instances will copy."""
     encoder, special, continuation = _tokenizer_for(str(vocab_file), lower_case, config.whole_word_mask)
     stats = ShardStats()
     docs = tokenize_documents(encoder, batches, stats)
@@ -576,64 +363,12 @@ def _make_batch(
     return batch
 
 
-def iter_sentences(paths: Iterable[str | Path]) -> Iterator[str]:
-    """Every sentence of the given shards, in order (for vocabulary training)."""
-    for path in paths:
-        for documents in iter_documents(path):
-            for document in documents:
-                yield from document
-
-
 def file_batches(path: str | Path, identity_base: int = 0):
     """(documents, identities) batches of one input file, for write_instances."""
     row = identity_base
     for documents in iter_documents(path):
         yield documents, list(range(row, row + len(documents)))
         row += len(documents)
-
-
-# ---------------------------------------------------------------------------------------------
-# Parallel runs: one task per output shard, results in task order
-
-
-def run_tasks(function, tasks: list, num_workers: int, description: str) -> list:
-    """function(*task) for each task on `num_workers` processes; results in task order."""
-    from tqdm import tqdm
-
-    num_workers = max(1, min(num_workers, len(tasks)))
-    # The bar is closed before an error leaves (`with`), so the error stays the last line printed.
-    with (
-        tqdm(total=len(tasks), desc=description, unit="shard", disable=len(tasks) < 2) as bar,
-        ExitStack() as stack,
-    ):
-        if num_workers == 1:
-            results = (function(*task) for task in tasks)
-        else:
-            context = multiprocessing.get_context("fork")
-            pool = stack.enter_context(context.Pool(num_workers, initializer=_single_threaded_worker))
-            results = pool.imap(_call, [(function, task) for task in tasks])
-        done = []
-        for result in results:
-            done.append(result)
-            bar.update()
-        return done
-
-
-def _single_threaded_worker() -> None:
-    os.environ["TOKENIZERS_PARALLELISM"] = "false"  # one process per core already
-
-
-def _call(item):
-    function, task = item
-    return function(*task)
-
-
-def vocab_sha256(vocab_file: str | Path) -> str:
-    return hashlib.sha256(Path(vocab_file).read_bytes()).hexdigest()
-
-
-def config_dict(config: ExampleConfig) -> dict:
-    return asdict(config)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -661,10 +396,11 @@ def create_from_files(
     num_workers: int,
 ) -> ShardStats:
     """Instances from each input file (random next segments come from the same file), all
-    written to one HDF5 file in input order."""
+    written to one HDF5 file in input order, complete or not at all (bert.atomic)."""
     output = Path(output)
     if len(inputs) == 1:  # no parts to join: write the output directly
-        stats = write_instances(file_batches(inputs[0]), output, vocab, lower_case, config, (seed, 0))
+        with atomic_file(output) as building:
+            stats = write_instances(file_batches(inputs[0]), building, vocab, lower_case, config, (seed, 0))
         stats.per_input[str(inputs[0])] = stats.instances
         return stats
     parts = [str(output.with_name(f"{output.name}.part{index:05d}")) for index in range(len(inputs))]
@@ -673,7 +409,7 @@ def create_from_files(
         for index, (path, part) in enumerate(zip(inputs, parts))
     ]
     try:
-        results = run_tasks(_file_task, tasks, num_workers, "inputs")
+        results = run_tasks(_file_task, tasks, num_workers, "inputs", describe=lambda task: task[0])
         total = ShardStats()
         for stats in results:
             total.add(stats)
@@ -681,14 +417,15 @@ def create_from_files(
         for part in parts:
             with h5py.File(part, "r") as file:
                 sources.append((part, 0, len(file["input_ids"])))
-        copy_instances(sources, output)
+        with atomic_file(output) as building:
+            copy_instances(sources, building)
         return total
     finally:
         for part in parts:
             Path(part).unlink(missing_ok=True)
 
 
-def main(argv: list[str] | None = None) -> None:
+def main() -> None:
     parser = argparse.ArgumentParser(
         prog="python -m bert.pretraining_data",
         description="Create BERT pretraining instances (HDF5, NVIDIA layout) from text or sentence shards.",
@@ -713,39 +450,32 @@ def main(argv: list[str] | None = None) -> None:
         "--dynamic-masking", action="store_true", help="store unmasked pairs (the loader masks)"
     )
     parser.add_argument("--num-workers", type=int, default=0, help="processes; 0 = all CPU cores")
-    args = parser.parse_args(argv)
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s: %(message)s", datefmt="%H:%M:%S")
+    args = parser.parse_args()
+    inputs = sorted(glob.glob(args.input)) if glob.has_magic(args.input) else [args.input]
+    if not inputs:
+        raise UserError(f"{args.input}: no input file matches")
     try:
-        inputs = sorted(glob.glob(args.input)) if glob.has_magic(args.input) else [args.input]
-        if not inputs:
-            raise UserError(f"{args.input}: no input file matches")
-        try:
-            config = ExampleConfig(
-                max_seq_length=args.max_seq_length,
-                max_predictions_per_seq=args.max_predictions_per_seq,
-                masked_lm_prob=args.masked_lm_prob,
-                short_seq_prob=args.short_seq_prob,
-                dupe_factor=args.dupe_factor,
-                whole_word_mask=args.whole_word_mask,
-                dynamic_masking=args.dynamic_masking,
-            )
-        except ValueError as error:
-            raise UserError(f"bad option: {error}") from None
-        workers = args.num_workers or os.cpu_count() or 1
-        stats = create_from_files(
-            inputs, args.output, args.vocab, args.do_lower_case, config, args.seed, workers
+        config = ExampleConfig(
+            max_seq_length=args.max_seq_length,
+            max_predictions_per_seq=args.max_predictions_per_seq,
+            masked_lm_prob=args.masked_lm_prob,
+            short_seq_prob=args.short_seq_prob,
+            dupe_factor=args.dupe_factor,
+            whole_word_mask=args.whole_word_mask,
+            dynamic_masking=args.dynamic_masking,
         )
-        log.info(
-            "%s: %d instances, %d tokens from %d documents",
-            args.output,
-            stats.instances,
-            stats.tokens,
-            stats.documents,
-        )
-    except UserError as error:
-        print(f"error: {error}", file=sys.stderr)
-        sys.exit(1)
+    except ValueError as error:
+        raise UserError(f"bad option: {error}") from None
+    workers = args.num_workers or os.cpu_count() or 1
+    stats = create_from_files(inputs, args.output, args.vocab, args.do_lower_case, config, args.seed, workers)
+    log.info(
+        "%s: %d instances, %d tokens from %d documents",
+        args.output,
+        stats.instances,
+        stats.tokens,
+        stats.documents,
+    )
 
 
 if __name__ == "__main__":
-    main()
+    run_main(main)

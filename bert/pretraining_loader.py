@@ -31,19 +31,11 @@ import torch
 from torch.utils.data import DataLoader, Dataset
 
 from bert.errors import UserError
+from bert.examples_format import NAMES, describe_shards
 from bert.masking import mask_batch
 
 PAD_TO_MULTIPLE = 8  # tensor-core friendly widths, and at most S/8 shapes for torch.compile
 BIN_WINDOW = 64  # global batches sorted by length together when binning
-
-KEYS = (
-    "input_ids",
-    "input_mask",
-    "segment_ids",
-    "masked_lm_positions",
-    "masked_lm_ids",
-    "next_sentence_labels",
-)
 
 
 @dataclass
@@ -69,27 +61,6 @@ class DynamicMasking:
         continuation = np.array([t.startswith("##") for t in tokens]) if whole_word_mask else None
         never = (ids["[CLS]"], ids["[SEP]"], ids["[PAD]"])
         return cls(masked_lm_prob, max_predictions, len(tokens), ids["[MASK]"], never, continuation)
-
-
-def describe_shards(files: list[Path]) -> tuple[list[int], list[bool]]:
-    """Rows and dynamic-masking flag of each shard, checking the layout on the way."""
-    sizes, dynamic = [], []
-    for path in files:
-        try:
-            with h5py.File(path, "r") as shard:
-                missing = [key for key in KEYS if key not in shard]
-                if missing:
-                    raise UserError(f"{path}: not a pretraining shard, datasets {missing} are missing")
-                rows = {len(shard[key]) for key in KEYS}
-                if len(rows) != 1:
-                    raise UserError(f"{path}: datasets have different numbers of rows {sorted(rows)}")
-                masking = shard.attrs.get("masking", "static")
-                masking = masking.decode() if isinstance(masking, bytes) else str(masking)
-        except OSError as error:
-            raise UserError(f"{path}: cannot read HDF5 shard ({error}); re-run the examples stage") from None
-        sizes.append(rows.pop())
-        dynamic.append(masking == "dynamic")
-    return sizes, dynamic
 
 
 class PretrainingData:
@@ -225,7 +196,7 @@ class EpochBatches(Dataset):
         if shard not in self.handles:
             self.handles[shard] = h5py.File(self.data.files[shard], "r")
         handle = self.handles[shard]
-        piece = {key: handle[key][begin:end] for key in KEYS}
+        piece = {key: handle[key][begin:end] for key in NAMES}
         if self.data.dynamic[shard]:
             piece.update(self._mask(piece, shard, begin))
         return piece

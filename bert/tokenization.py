@@ -5,7 +5,6 @@ features, prediction), so a vocabulary always means the same ids everywhere.
 """
 
 import json
-import os
 import shutil
 from collections.abc import Callable, Iterable
 from pathlib import Path
@@ -14,6 +13,8 @@ import numpy as np
 from tokenizers import Tokenizer, decoders, normalizers, pre_tokenizers, processors, trainers
 from tokenizers.models import WordPiece
 
+from bert.atomic import atomic_folder
+from bert.corpus.download import download
 from bert.errors import UserError
 
 SPECIAL_TOKENS = ("[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]")
@@ -92,11 +93,8 @@ def train_wordpiece(
 
 
 def save_vocab(tokens: list[str], path: str | Path) -> None:
-    """Write `vocab.txt` (one token per line, line number = id), atomically."""
-    path = Path(path)
-    temporary = path.with_name(path.name + ".tmp")
-    temporary.write_text("".join(f"{token}\n" for token in tokens), encoding="utf-8")
-    os.replace(temporary, path)
+    """Write `vocab.txt`: one token per line, line number = id."""
+    Path(path).write_text("".join(f"{token}\n" for token in tokens), encoding="utf-8")
 
 
 def continuation_table(tokenizer: Tokenizer) -> np.ndarray:
@@ -207,20 +205,14 @@ def prepare_vocab(
 
     source: "train" (WordPiece trained on `sentences()`), "google" (download `url`, verified
     against `checksum`) or "file:<path>" (a copy). The folder is built beside output_dir and
-    renamed into place."""
-    output_dir = Path(output_dir)
-    building = output_dir.with_name(output_dir.name + ".tmp")
-    shutil.rmtree(building, ignore_errors=True)
-    building.mkdir(parents=True)
-    vocab_file = building / "vocab.txt"
-    try:
+    renamed into place (bert.atomic)."""
+    with atomic_folder(output_dir) as building:
+        vocab_file = building / "vocab.txt"
         if source == "train":
             if sentences is None:
                 raise ValueError("vocab source `train` needs sentences")
             save_vocab(train_wordpiece(sentences, vocab_size, min_frequency, lower_case), vocab_file)
         elif source == "google":
-            from bert.corpus.download import download  # lazily: only this source needs the network
-
             download(url, vocab_file, checksum)
         elif source.startswith("file:"):
             given = Path(source[len("file:") :])
@@ -231,10 +223,4 @@ def prepare_vocab(
             raise UserError(f"vocab.source is {source!r}; allowed: train, google, file:<path>")
         load_tokenizer(vocab_file, lower_case)  # fails with a clear message if it is not a BERT vocab
         (building / "tokenizer_config.json").write_text(json.dumps({"do_lower_case": lower_case}) + "\n")
-        if output_dir.exists():
-            shutil.rmtree(output_dir)
-        building.rename(output_dir)
-    except BaseException:
-        shutil.rmtree(building, ignore_errors=True)
-        raise
-    return output_dir / "vocab.txt"
+    return Path(output_dir) / "vocab.txt"

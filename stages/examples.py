@@ -4,7 +4,8 @@ sentence shards of every corpus, mixed as params.mixing says."""
 import argparse
 import logging
 
-from bert.corpus.mixing import create_examples, train_shards
+from bert.corpus.mixing import create_examples
+from bert.corpus.sentence_shards import train_shards
 from bert.errors import run_main
 from bert.pretraining_data import ExampleConfig
 from stages.params import load_params

@@ -1,9 +1,8 @@
 """Stage shard@<corpus>: data/documents/<corpus>/ -> data/shards/<corpus>/ (sentence shards)."""
 
-import json
 import sys
 
-from bert.corpus.documents import write_file_atomically
+from bert.atomic import write_json
 from bert.corpus.shards import shard_corpus
 from bert.errors import UserError, run_main
 from stages.params import load_params
@@ -27,7 +26,7 @@ def main() -> None:
         seed=params.seed,
         workers=params.workers,
     )
-    write_file_atomically(f"metrics/shard_{corpus}.json", json.dumps(metrics, indent=2) + "\n")
+    write_json(f"metrics/shard_{corpus}.json", metrics)
 
 
 if __name__ == "__main__":

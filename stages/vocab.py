@@ -4,9 +4,8 @@ downloaded (Google's) or copied, as params.vocab.source says."""
 import logging
 from functools import partial
 
-from bert.corpus.mixing import train_shards
+from bert.corpus.sentence_shards import iter_sentences, train_shards
 from bert.errors import run_main
-from bert.pretraining_data import iter_sentences
 from bert.tokenization import prepare_vocab
 from stages.params import load_params
 

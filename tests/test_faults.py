@@ -272,6 +272,32 @@ def test_shard_stage_killed_leaves_no_partial_output_and_reruns_identically(tmp_
     assert [p.name for p in shards.iterdir()] == ["wikipedia"]
 
 
+# A worker of stages.shard killed (as the OOM killer kills) while it segments the third chunk.
+KILLED_SEGMENT_WORKER = """
+import os, signal
+import bert.corpus.shards
+_segment = bert.corpus.shards._segment
+def segment(chunk, min_sentences):
+    if chunk[0][0] == "doc512":
+        os.kill(os.getpid(), signal.SIGKILL)
+    return _segment(chunk, min_sentences)
+bert.corpus.shards._segment = segment
+segment.__module__, segment.__qualname__ = "bert.corpus.shards", "_segment"  # pickled by that name
+"""
+
+
+def test_shard_stage_worker_killed_stops_with_one_clear_line(tmp_path):
+    root = _shard_workspace(tmp_path)
+    _set_params(root, num_workers=2)
+    process = _start(root, KILLED_SEGMENT_WORKER, "stages.shard", "wikipedia")
+    assert process.wait(timeout=60) == 1  # not a stage waiting forever for the dead worker's result
+    line = _assert_one_clear_line((root / "killed.stderr").read_text(), "error: ")
+    assert "documents doc512 to doc767 of data/documents/wikipedia" in line
+    assert line.endswith("a worker process died (killed, or out of memory?); re-run the stage")
+    assert list((root / "data/shards").iterdir()) == []  # nothing published, no temp debris
+    assert not (root / "metrics/shard_wikipedia.json").exists()
+
+
 # ---------------------------------------------------------------------------------------------
 # Disk full: a file-size limit (RLIMIT_FSIZE) makes write() fail with EFBIG, as ENOSPC would.
 
@@ -377,7 +403,7 @@ shutil.rmtree = rmtree
 
 def _examples_workspace(root: Path) -> Path:
     """A project with sentence shards of both corpora in the toy vocabulary of stage_workspace."""
-    from bert.corpus.shards import SHARD_SCHEMA
+    from bert.corpus.sentence_shards import SHARD_SCHEMA
 
     make_workspace(root)
     _set_params(root, num_workers=1)

@@ -7,14 +7,13 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
+from bert.examples_format import ShardWriter, read_shard
 from bert.masking import mask_batch
 from bert.pretraining_data import (
     ExampleConfig,
-    ShardWriter,
     TokenizedDocuments,
     create_from_files,
     create_pairs,
-    read_shard,
     truncate,
     truncation,
 )
@@ -349,4 +348,5 @@ def test_cli_text_and_parquet(inputs, uncased_vocab, tmp_path):
     pq.write_table(pa.table({"text": ["x"]}), bad)
     wrong = subprocess.run([*command[:4], str(bad), *args], capture_output=True, text=True)
     assert wrong.returncode == 1 and "sentences" in wrong.stderr and "Traceback" not in wrong.stderr
-    assert not output.with_name("cli.hdf5.tmp").exists()
+    no_temporary_files = ["bad.parquet", "cli.hdf5"]
+    assert sorted(path.name for path in tmp_path.iterdir()) == no_temporary_files

@@ -1,6 +1,4 @@
 import json
-import sys
-import types
 from pathlib import Path
 
 import numpy as np
@@ -147,7 +145,7 @@ def test_prepare_vocab_google_goes_through_download(tmp_path, uncased_vocab, mon
         calls.append((source, checksum))
         Path(dest_path).write_bytes(Path(source).read_bytes())
 
-    monkeypatch.setitem(sys.modules, "bert.corpus.download", types.SimpleNamespace(download=download))
+    monkeypatch.setattr("bert.tokenization.download", download)
     path = prepare_vocab("google", tmp_path / "vocab", True, url=str(uncased_vocab), checksum="sha256:x")
     assert calls == [(str(uncased_vocab), "sha256:x")]
     tokenizer = load_tokenizer(path)

@@ -5,7 +5,6 @@ A document table is a folder of Parquet part files (`part-00000.parquet`, ...) w
 "\n". `extract_wikipedia` and `format_books` write it; `shard` reads it.
 """
 
-import os
 from pathlib import Path
 
 import pyarrow as pa
@@ -18,19 +17,6 @@ DOCUMENT_SCHEMA = pa.schema(
 )
 PART_BYTES = 128 * 2**20  # text per part file; keeps files a convenient size for real corpora
 ROW_GROUP_ROWS = 1024
-
-
-def write_file_atomically(path: str | Path, data: str) -> None:
-    """Write text to `path` through a temporary file in the same folder, then rename it."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
-    try:
-        tmp.write_text(data, encoding="utf-8")
-        os.replace(tmp, path)
-    except OSError as error:
-        tmp.unlink(missing_ok=True)
-        raise UserError(f"{path}: cannot write ({error.strerror})") from None
 
 
 class DocumentWriter:

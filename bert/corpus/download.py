@@ -38,6 +38,7 @@ from pathlib import Path, PurePosixPath
 
 from tqdm import tqdm
 
+from bert.atomic import atomic_folder
 from bert.errors import UserError
 
 log = logging.getLogger(__name__)
@@ -171,28 +172,13 @@ def staging_dir(out_dir: str | Path, sources: object) -> Path:
 
 
 def publish(files: Mapping[str, Path], out_dir: str | Path) -> None:
-    """Move `files` ({relative name: path}) into a new folder, then rename it to `out_dir`.
-
-    The folder is built beside `out_dir` and renamed into place, so `out_dir` is either absent,
-    the previous complete version, or the new complete version — never half-filled.
-    """
-    out_dir = Path(out_dir)
-    building = out_dir.with_name(f".{out_dir.name}.tmp-{os.getpid()}")
-    shutil.rmtree(building, ignore_errors=True)
-    building.mkdir(parents=True)
-    try:
+    """Move `files` ({relative name: path}) into a new folder that replaces `out_dir` (bert.atomic),
+    so `out_dir` is either absent, the previous complete version, or the new complete version."""
+    with atomic_folder(out_dir) as building:
         for name, path in files.items():
             target = building / name
             target.parent.mkdir(parents=True, exist_ok=True)
             os.replace(path, target)
-        previous = out_dir.with_name(f".{out_dir.name}.old-{os.getpid()}")
-        if out_dir.exists():
-            os.replace(out_dir, previous)
-        os.replace(building, out_dir)
-        shutil.rmtree(previous, ignore_errors=True)
-    except BaseException:
-        shutil.rmtree(building, ignore_errors=True)
-        raise
 
 
 def remove_staging(staging: Path) -> None:

@@ -14,6 +14,7 @@ Every task is seeded from the run's seed and its own index, so outputs are byte-
 whatever the number of worker processes.
 """
 
+import hashlib
 import json
 import shutil
 from dataclasses import asdict
@@ -23,29 +24,11 @@ import h5py
 import numpy as np
 
 from bert.atomic import atomic_folder
+from bert.corpus.sentence_shards import iter_documents
 from bert.errors import UserError
-from bert.pretraining_data import (
-    ExampleConfig,
-    ShardStats,
-    copy_instances,
-    iter_documents,
-    run_tasks,
-    vocab_sha256,
-    write_instances,
-)
-
-
-def train_shards(shards_root: str | Path, corpora: list[str]) -> dict[str, list[Path]]:
-    """data/shards/<corpus>/train_*.parquet for every corpus, sorted; only train shards feed pretraining."""
-    found = {}
-    for corpus in corpora:
-        files = sorted(Path(shards_root, corpus).glob("train_*.parquet"))
-        if not files:
-            raise UserError(
-                f"{Path(shards_root, corpus)}: no train_*.parquet shards; run the `shard` stage first"
-            )
-        found[corpus] = files
-    return found
+from bert.examples_format import copy_instances
+from bert.parallel import run_tasks
+from bert.pretraining_data import ExampleConfig, ShardStats, write_instances
 
 
 def _identity(corpus_index: int, file_index: int, row: int) -> int:
@@ -155,7 +138,10 @@ def create_examples(
                 (k, num_output_shards, shards, weights, str(parts[k]), vocab, lower_case, config, seed)
                 for k in range(num_output_shards)
             ]
-            for stats in run_tasks(_intra_task, tasks, num_workers, "examples (intra)"):
+            results = run_tasks(
+                _intra_task, tasks, num_workers, "examples (intra)", describe=lambda task: parts[task[0]].name
+            )
+            for stats in results:
                 total.add(stats)
                 for corpus, documents in stats.per_input.items():
                     corpus_stats[corpus]["documents"] += documents
@@ -183,9 +169,10 @@ def create_examples(
                     )
                     names.append(corpus)
             files_made = []
-            for task, corpus, stats in zip(
-                tasks, names, run_tasks(_corpus_task, tasks, num_workers, "examples (per corpus)")
-            ):
+            results = run_tasks(
+                _corpus_task, tasks, num_workers, "examples (per corpus)", describe=lambda task: task[2]
+            )
+            for task, corpus, stats in zip(tasks, names, results):
                 total.add(stats)
                 corpus_stats[corpus]["documents"] += stats.documents
                 corpus_stats[corpus]["instances"] += stats.instances
@@ -206,7 +193,13 @@ def create_examples(
             for _, sources, path, _ in mix_tasks:
                 if not sources:
                     copy_instances([(files_made[0][0], 0, 0)], path)
-            run_tasks(_mix_task, [task for task in mix_tasks if task[1]], num_workers, "mixing (inter)")
+            run_tasks(
+                _mix_task,
+                [task for task in mix_tasks if task[1]],
+                num_workers,
+                "mixing (inter)",
+                describe=lambda task: Path(task[2]).name,
+            )
             shutil.rmtree(scratch)
         else:
             raise UserError(f"mixing mode {mode!r}: allowed: intra, inter")
@@ -229,7 +222,7 @@ def create_examples(
             "sentences": total.sentences,
             "text_bytes": total.text_bytes,
             "random_next_fraction": round(total.random_next / total.instances, 4),
-            "vocab_sha256": vocab_sha256(vocab),
+            "vocab_sha256": hashlib.sha256(Path(vocab).read_bytes()).hexdigest(),
             "params": {
                 **asdict(config),
                 "lower_case": lower_case,

@@ -4,7 +4,7 @@ Streaming in two passes, so memory stays bounded by a chunk of documents plus th
 document, whatever the corpus size:
 
 1. Segment. Documents are read in order in fixed chunks of CHUNK_DOCUMENTS, segmented into
-   sentences by a pool of workers (results come back in input order), filtered
+   sentences by worker processes (bert.parallel: results come back in input order), filtered
    (fewer than `min_sentences` sentences: dropped) and written to temporary Parquet chunk files.
    The size of every kept document (UTF-8 bytes of its sentences) is recorded.
 2. Pack and write. From the sizes alone: a seeded permutation of the documents is walked until
@@ -20,7 +20,6 @@ the same inputs and parameters give byte-identical shards with any `workers`.
 import heapq
 import json
 import logging
-import multiprocessing
 import shutil
 import time
 from array import array
@@ -35,11 +34,12 @@ from tqdm import tqdm
 from bert.atomic import atomic_folder
 from bert.corpus import sentences as punkt
 from bert.corpus.documents import document_files
+from bert.corpus.sentence_shards import SHARD_SCHEMA
 from bert.errors import UserError
+from bert.parallel import Workers
 
 log = logging.getLogger(__name__)
 
-SHARD_SCHEMA = pa.schema([("doc_id", pa.string()), ("sentences", pa.list_(pa.string()))])
 CHUNK_DOCUMENTS = 256
 ROW_GROUP_BYTES = 4 * 2**20
 MANIFEST_FILE = "manifest.json"
@@ -82,10 +82,6 @@ def _segment(chunk: list[tuple[str, str]], min_sentences: int) -> tuple[list[str
             doc_ids.append(doc_id)
             documents.append(sentences)
     return doc_ids, documents, dropped
-
-
-def _segment_star(args):
-    return _segment(*args)
 
 
 def split_train_test(sizes: np.ndarray, test_fraction: float, seed: int) -> np.ndarray:
@@ -198,15 +194,15 @@ def shard_corpus(
         sizes, chunk_of, row_of = array("q"), array("l"), array("l")
         dropped = sentences_total = 0
         chunks = ((chunk, min_sentences) for chunk in read_documents(files))
-        pool = None
-        if workers > 1:
-            pool = multiprocessing.get_context("fork").Pool(workers, _init_worker, (parameters_file,))
-            results = pool.imap(_segment_star, chunks)
-        else:
-            _init_worker(parameters_file)
-            results = map(_segment_star, chunks)
-        try:
-            progress = tqdm(desc="segment", unit=" docs", leave=False)
+        with (
+            Workers(workers, _init_worker, (parameters_file,)) as pool,
+            tqdm(desc="segment", unit=" docs", leave=False) as progress,
+        ):
+            results = pool.map(
+                _segment,
+                chunks,
+                describe=lambda task: f"documents {task[0][0][0]} to {task[0][-1][0]} of {documents_dir}",
+            )
             for chunk_index, (doc_ids, documents, chunk_dropped) in enumerate(results):
                 progress.update(len(doc_ids) + chunk_dropped)
                 dropped += chunk_dropped
@@ -219,11 +215,6 @@ def shard_corpus(
                     chunk_of.append(chunk_index)
                     row_of.append(row)
                     sentences_total += len(sentences)
-            progress.close()
-        finally:
-            if pool is not None:
-                pool.terminate()
-                pool.join()
         segment_seconds = time.perf_counter() - start - punkt_seconds
         if not sizes:
             raise UserError(

@@ -2,7 +2,7 @@
 
 The wikitext of each article is cleaned by wikiextractor's `Extractor` (templates expanded from
 the dump's own Template: pages, links reduced to their labels, tables, lists and headings
-dropped), run in a pool of worker processes. We read the XML ourselves with a real XML parser
+dropped), run on worker processes of ours (bert.parallel), not wikiextractor's own. We read the XML ourselves with a real XML parser
 instead of wikiextractor's line-by-line regex reader, because that reader
   - cannot tell a malformed or truncated file from a good one (it just yields less),
   - learns the Template namespace only from <siteinfo>, and without one silently writes zero
@@ -14,14 +14,14 @@ checks that the whole file parses, before anything is written), the second extra
 
 import bz2
 import logging
-import multiprocessing
 import os
 import re
 import time
 import xml.etree.ElementTree as ET
 from collections import Counter
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
+from itertools import islice
 from pathlib import Path
 from xml.sax.saxutils import escape
 
@@ -32,6 +32,7 @@ from wikiextractor import template_blob
 from bert.atomic import atomic_folder
 from bert.corpus.documents import DocumentWriter
 from bert.errors import UserError
+from bert.parallel import Workers
 
 log = logging.getLogger(__name__)
 
@@ -218,13 +219,23 @@ def find_dumps(folder: str | Path) -> list[Path]:
     return dumps
 
 
-# State of the extraction workers: set in the parent before the pool forks, so every worker
+# State of the extraction workers: set in the parent before the workers fork, so every worker
 # shares the templates (in shared memory) without pickling them.
 _worker_state: dict = {}
+ARTICLES_PER_TASK = 8
 
 
-def _extract_article(job: tuple[str, str, str, str]) -> tuple[str, str, str]:
-    page_id, revision_id, title, wikitext = job
+def _extract_articles(jobs: list[tuple[str, str, str, str]]) -> list[tuple[str, str, str]]:
+    return [_extract_article(*job) for job in jobs]
+
+
+def _batches(items: Iterable, size: int) -> Iterator[list]:
+    items = iter(items)
+    while batch := list(islice(items, size)):
+        yield batch
+
+
+def _extract_article(page_id: str, revision_id: str, title: str, wikitext: str) -> tuple[str, str, str]:
     state = _worker_state
     extractor = wikiextractor.Extractor(
         page_id,
@@ -293,25 +304,21 @@ def extract_dump(path: Path, writer: DocumentWriter, processes: int, stats: Extr
             known_namespaces={name for name in reader.namespaces.values() if name},
             ignored_tags=[*wikiextractor._DEFAULT_IGNORED_TAG_PATTERNS, wikiextractor.ignoreTag("a")],
         )
-        with tqdm(desc=f"extract {path.name}", unit=" articles", leave=False) as progress:
-            pool = multiprocessing.get_context("fork").Pool(processes) if processes > 1 else None
-            try:
-                results = (
-                    pool.imap(_extract_article, articles(), chunksize=8)
-                    if pool
-                    else map(_extract_article, articles())
-                )
-                for page_id, title, text in results:
-                    progress.update()
-                    if text:
-                        writer.add(CORPUS, f"{CORPUS}:{page_id}", title, text)
-                        stats.documents += 1
-                    else:
-                        skipped["empty"] += 1
-            finally:
-                if pool is not None:
-                    pool.terminate()
-                    pool.join()
+        tasks = ((batch,) for batch in _batches(articles(), ARTICLES_PER_TASK))
+        with (
+            Workers(processes) as workers,
+            tqdm(desc=f"extract {path.name}", unit=" articles", leave=False) as progress,
+        ):
+            batches = workers.map(
+                _extract_articles, tasks, describe=lambda task: f"pages from id {task[0][0][0]} of {path}"
+            )
+            for page_id, title, text in (article for batch in batches for article in batch):
+                progress.update()
+                if text:
+                    writer.add(CORPUS, f"{CORPUS}:{page_id}", title, text)
+                    stats.documents += 1
+                else:
+                    skipped["empty"] += 1
         _worker_state.clear()
 
     stats.files += 1
