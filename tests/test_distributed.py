@@ -8,7 +8,8 @@ import pytest
 import torch
 import yaml
 
-from bert.training import list_checkpoints, load_checkpoint, torchrun_command
+from bert.checkpoints import list_checkpoints, load_checkpoint
+from bert.distributed import torchrun_command
 from tests.stage_workspace import REPO, make_workspace, run_stage
 
 
