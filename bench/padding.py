@@ -22,8 +22,9 @@ from pathlib import Path
 import torch
 import torch.nn.functional as F
 
+from bert.binning import BIN_WINDOW
 from bert.modeling import BertConfig, BertForPreTraining
-from bert.pretraining_loader import BIN_WINDOW, PretrainingData
+from bert.pretraining_loader import PretrainingData
 
 VARIANTS = ("full_length", "trimmed", "trimmed_unpadded", "binned", "binned_unpadded")
 

@@ -32,6 +32,7 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run from anywhere in the repo
 
 from bert.modeling import BertConfig, BertForPreTraining, training_flops_per_sequence  # noqa: E402
+from bert.precision import AUTOCAST_DTYPES, allow_tf32, grad_scaler  # noqa: E402
 
 MODELS = ("ours", "ours_unpadded", "transformers")  # ours_unpadded: BertForPreTraining(unpad=True)
 
@@ -55,7 +56,7 @@ def parse_args(argv=None) -> argparse.Namespace:
     parser.add_argument("--vocab-size", type=int, default=30522)
     parser.add_argument("--batch", type=int, default=32)
     parser.add_argument("--seq-len", type=int, default=128)
-    parser.add_argument("--precision", choices=["fp32", "bf16", "fp16"], default="fp32")
+    parser.add_argument("--precision", choices=list(AUTOCAST_DTYPES), default="fp32")
     parser.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
     parser.add_argument("--steps", type=int, default=1, help="timed steps per model and round")
     parser.add_argument("--warmup", type=int, default=2, help="untimed steps per model first")
@@ -135,13 +136,13 @@ class Runner:
             self.optimizer = torch.optim.AdamW(self.model.parameters(), lr=1e-4, weight_decay=0.01)
         self.model.train()
         self.device = device
-        dtype = {"bf16": torch.bfloat16, "fp16": torch.float16}.get(args.precision)
+        dtype = AUTOCAST_DTYPES[args.precision]
         self.autocast = (
             (lambda: torch.autocast(device.type, dtype=dtype))
             if dtype is not None
             else contextlib.nullcontext
         )
-        self.scaler = torch.amp.GradScaler(device.type, enabled=args.precision == "fp16")
+        self.scaler = grad_scaler(args.precision, device)
         self.rounds: list[tuple[float, float]] = []
 
     def loss(self, batch: dict) -> torch.Tensor:
@@ -199,9 +200,7 @@ def main(argv=None) -> dict:
     if args.threads:
         torch.set_num_threads(args.threads)
     device = torch.device(args.device)
-    if device.type == "cuda" and args.precision == "fp32":
-        torch.backends.cuda.matmul.allow_tf32 = True  # what training does on Ampere+
-        torch.backends.cudnn.allow_tf32 = True
+    allow_tf32(device, args.precision)  # as training does
     config = BertConfig.resolve(args.size, args.vocab_size)
     batch = make_batch(config, args.batch, args.seq_len, device)
     masked_per_seq = batch["masked_lm_positions"].shape[1]

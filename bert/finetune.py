@@ -3,8 +3,8 @@
 - `QuestionAnsweringBatches`: the windows of `SquadFeatures` as shuffled micro-batches of tensors,
   one rank's share of each global batch, reshuffled every epoch from (seed, epoch), resumable at a
   sample position; each batch is cut to its longest sequence (padding beyond it does nothing but
-  cost time), and with `length_binning` made of windows of similar length, as the pretraining
-  loader does (bert.pretraining_loader): SQuAD's windows fill about half of 384 tokens, but a
+  cost time), and with `length_binning` made of windows of similar length (bert.binning, as the
+  pretraining loader does): SQuAD's windows fill about half of 384 tokens, but a
   random batch of 32 almost always holds one full window, so cutting alone saves little.
 - `question_answering_loss`: the loss function `bert.training.train` calls.
 - `predict_logits`: batched inference over features, under `torch.inference_mode`.
@@ -21,8 +21,8 @@ from tokenizers import Tokenizer
 from torch import nn
 from tqdm import tqdm
 
+from bert.binning import BIN_WINDOW, bin_by_length
 from bert.predict import read_lower_case
-from bert.pretraining_loader import BIN_WINDOW, bin_by_length
 from bert.squad import SquadFeatures
 from bert.tokenization import load_tokenizer
 
@@ -52,9 +52,9 @@ class QuestionAnsweringBatches:
     Epoch e visits every window once in the order of a permutation drawn from (seed, e); global
     batch j is windows [j*B*W, (j+1)*B*W) of it, of which rank r takes the r-th slice of B. The
     last incomplete global batch is dropped, so every rank takes the same number of steps.
-    With `length_binning`, each run of BIN_WINDOW global batches of that order is sorted by
+    With `length_binning`, each window of BIN_WINDOW global batches of that order is sorted by
     length, cut into global batches again, and those are served in an order shuffled from
-    (seed, e, run): the batches still depend only on the seed and the global batch size."""
+    (seed, e, window): the batches still depend only on the seed and the global batch size."""
 
     def __init__(
         self,
@@ -96,10 +96,11 @@ class QuestionAnsweringBatches:
         if not self.length_binning:
             return order
         binned = []
-        for run, first in enumerate(range(0, len(order), BIN_WINDOW * global_batch)):
+        for window, first in enumerate(range(0, len(order), BIN_WINDOW * global_batch)):
             rows = order[first : first + BIN_WINDOW * global_batch]
-            rng = np.random.default_rng([self.seed, self.epoch, run])
-            by_length, batch_order = bin_by_length(self.lengths[rows], len(rows) // global_batch, rng)
+            by_length, batch_order = bin_by_length(
+                self.lengths[rows], len(rows) // global_batch, self.seed, self.epoch, window
+            )
             binned.append(rows[by_length].reshape(-1, global_batch)[batch_order].ravel())
         return np.concatenate(binned)
 

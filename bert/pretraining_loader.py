@@ -10,11 +10,9 @@ on another number of GPUs — and every rank reads a balanced 1/W of every shard
 Each micro-batch is cut to its longest real sequence (input_mask sum), rounded up to a multiple of
 8 for the tensor cores: the model computes the same outputs for the real tokens, and the masked
 positions stay valid, so a phase-2 batch of short pairs costs what it holds, not 512 columns.
-With `length_binning`, global micro-batches are also formed from sequences of similar length: the
-epoch's order is cut into windows of BIN_WINDOW global batches; each window's rows are sorted by
-length (ties broken at random), cut into global batches, and those batches shuffled within the
-window, all from (seed, epoch, window). A global batch still only depends on the seed and the
-global batch size, so the rank split and exact resume below hold with binning too.
+With `length_binning`, global micro-batches are also formed from sequences of similar length
+(bert.binning): a global batch still only depends on the seed and the global batch size, so the
+rank split and exact resume below hold with binning too.
 
 The position inside an epoch is "global samples consumed"; `skip_samples` resumes there exactly.
 Shards written with `masking="dynamic"` hold unmasked pairs: the loader masks each piece of a
@@ -30,12 +28,12 @@ import numpy as np
 import torch
 from torch.utils.data import DataLoader, Dataset
 
+from bert.binning import BIN_WINDOW, bin_by_length
 from bert.errors import UserError
 from bert.examples_format import NAMES, describe_shards
 from bert.masking import mask_batch
 
 PAD_TO_MULTIPLE = 8  # tensor-core friendly widths, and at most S/8 shapes for torch.compile
-BIN_WINDOW = 64  # global batches sorted by length together when binning
 
 
 @dataclass
@@ -188,8 +186,8 @@ class EpochBatches(Dataset):
         batches = min(BIN_WINDOW, data.batches_per_epoch - window * BIN_WINDOW)
         first = window * BIN_WINDOW * data.global_batch
         rows = self._rows(first, first + batches * data.global_batch)
-        rng = np.random.default_rng([data.seed, data.epoch, window])
-        by_length, batch_order = bin_by_length(rows["input_mask"].sum(axis=1), batches, rng)
+        lengths = rows["input_mask"].sum(axis=1)
+        by_length, batch_order = bin_by_length(lengths, batches, data.seed, data.epoch, window)
         return {key: values[by_length] for key, values in rows.items()}, batch_order
 
     def _read(self, shard: int, begin: int, end: int) -> dict[str, np.ndarray]:
@@ -218,14 +216,6 @@ class EpochBatches(Dataset):
             rng,
         )
         return {"input_ids": masked, "masked_lm_positions": positions, "masked_lm_ids": labels}
-
-
-def bin_by_length(
-    lengths: np.ndarray, num_batches: int, rng: np.random.Generator
-) -> tuple[np.ndarray, np.ndarray]:
-    """One binning window: the order that sorts its rows by length (ties broken at random), and
-    the order in which its `num_batches` consecutive batches of that sorted order are served."""
-    return np.lexsort((rng.random(len(lengths)), lengths)), rng.permutation(num_batches)
 
 
 def to_tensors(batch: dict[str, np.ndarray]) -> dict[str, torch.Tensor]:

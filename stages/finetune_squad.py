@@ -16,20 +16,14 @@ from pathlib import Path
 import torch
 import torch.distributed as dist
 
+from bert.checkpoints import file_sha256, run_signature
+from bert.distributed import relaunch_under_torchrun, setup_distributed
 from bert.errors import UserError, run_main
 from bert.finetune import QuestionAnsweringBatches, model_tokenizer, question_answering_loss, steps_for_epochs
 from bert.modeling import BertConfig, BertForQuestionAnswering
 from bert.optim import build_optimizer, warmup_poly_schedule
 from bert.squad import load_examples, make_features
-from bert.training import (
-    TrainConfig,
-    file_sha256,
-    relaunch_with_torchrun,
-    run_signature,
-    setup_distributed,
-    train,
-    under_torchrun,
-)
+from bert.training import TrainConfig, train
 from stages.params import load_params
 
 log = logging.getLogger("finetune_squad")
@@ -41,14 +35,7 @@ OUT_DIR = Path("data/models/squad")
 def main() -> None:
     params = load_params()
     d = params.distributed
-    if d.nproc_per_node * d.nnodes > 1 and not under_torchrun():
-        status = relaunch_with_torchrun(
-            ["stages.finetune_squad"], d.nproc_per_node, d.nnodes, d.rdzv_endpoint
-        )
-        if status:
-            raise UserError(
-                f"fine-tuning failed on at least one rank (exit status {status}); see the rank's error above"
-            )
+    if relaunch_under_torchrun(["stages.finetune_squad"], d.nproc_per_node, d.nnodes, d.rdzv_endpoint):
         return
     distributed = setup_distributed(d.backend)
     try:

@@ -14,22 +14,14 @@ from pathlib import Path
 import torch
 import torch.distributed as dist
 
+from bert.checkpoints import file_sha256, list_checkpoints, load_checkpoint, run_signature
+from bert.distributed import relaunch_under_torchrun, setup_distributed
 from bert.errors import UserError, run_main
 from bert.modeling import BertConfig, BertForPreTraining
 from bert.optim import build_optimizer, warmup_poly_schedule
+from bert.pretraining import pretraining_loss
 from bert.pretraining_loader import DynamicMasking, PretrainingData
-from bert.training import (
-    TrainConfig,
-    file_sha256,
-    list_checkpoints,
-    load_checkpoint,
-    pretraining_loss,
-    relaunch_with_torchrun,
-    run_signature,
-    setup_distributed,
-    train,
-    under_torchrun,
-)
+from bert.training import TrainConfig, train
 from stages.params import load_params
 
 log = logging.getLogger("pretrain")
@@ -42,18 +34,10 @@ def main() -> None:
         raise UserError("usage: python -m stages.pretrain phase1|phase2")
     phase = sys.argv[1]
     params = load_params()
-    world = params.distributed.nproc_per_node * params.distributed.nnodes
-    if world > 1 and not under_torchrun():
-        d = params.distributed
-        status = relaunch_with_torchrun(
-            ["stages.pretrain", phase], d.nproc_per_node, d.nnodes, d.rdzv_endpoint
-        )
-        if status:
-            raise UserError(
-                f"pretraining {phase} failed on at least one rank (exit status {status}); see the rank's error above"
-            )
+    d = params.distributed
+    if relaunch_under_torchrun(["stages.pretrain", phase], d.nproc_per_node, d.nnodes, d.rdzv_endpoint):
         return
-    distributed = setup_distributed(params.distributed.backend)
+    distributed = setup_distributed(d.backend)
     try:
         pretrain(params, phase, distributed)
     finally:

@@ -5,8 +5,9 @@ import sys
 import torch
 from torch import nn
 
+from bert.distributed import setup_distributed
 from bert.optim import build_optimizer, warmup_poly_schedule
-from bert.training import TrainConfig, setup_distributed, train
+from bert.training import TrainConfig, train
 
 
 def main() -> None:

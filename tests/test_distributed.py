@@ -8,7 +8,9 @@ import pytest
 import torch
 import yaml
 
-from bert.training import list_checkpoints, load_checkpoint, torchrun_command
+from bert.checkpoints import list_checkpoints, load_checkpoint
+from bert.distributed import relaunch_under_torchrun, torchrun_command
+from bert.errors import UserError
 from tests.stage_workspace import REPO, make_workspace, run_stage
 
 
@@ -60,6 +62,20 @@ def test_failing_rank_fails_the_whole_job_without_hanging():
     result = subprocess.run(command, cwd=REPO, capture_output=True, text=True, timeout=180, env=_env())
     assert result.returncode != 0
     assert "rank 1 failed on purpose at step 3" in result.stderr
+
+
+def test_relaunch_only_when_more_than_one_process_and_a_failed_rank_is_one_clear_error(monkeypatch):
+    monkeypatch.delenv("LOCAL_RANK", raising=False)
+    monkeypatch.delenv("TORCHELASTIC_RUN_ID", raising=False)
+    assert relaunch_under_torchrun(["tests.no_such_module"], 1, 1, "localhost:29732") is False
+    monkeypatch.setenv("LOCAL_RANK", "0")  # already one of torchrun's ranks: do the work
+    assert relaunch_under_torchrun(["tests.no_such_module"], 2, 1, "localhost:29732") is False
+    monkeypatch.delenv("LOCAL_RANK")
+    monkeypatch.chdir(REPO)
+    with pytest.raises(
+        UserError, match=r"python -m tests.no_such_module failed on at least one rank \(exit status"
+    ):
+        relaunch_under_torchrun(["tests.no_such_module"], 2, 1, "localhost:29732")
 
 
 def _env():

@@ -8,6 +8,7 @@ import pytest
 import torch
 from torch import nn
 
+from bert.binning import BIN_WINDOW
 from bert.modeling import (
     BertConfig,
     BertForPreTraining,
@@ -16,8 +17,8 @@ from bert.modeling import (
     packed_attention,
 )
 from bert.optim import build_optimizer, parameter_groups
-from bert.pretraining_loader import BIN_WINDOW, PAD_TO_MULTIPLE, DynamicMasking, PretrainingData
-from bert.training import pretraining_loss
+from bert.pretraining import pretraining_loss
+from bert.pretraining_loader import PAD_TO_MULTIPLE, DynamicMasking, PretrainingData
 from tests.shard_fixtures import VOCAB, write_shards, write_vocab
 
 torch.set_num_threads(1)

@@ -26,8 +26,8 @@ import torch
 import yaml
 from safetensors.torch import load_file
 
+from bert.checkpoints import list_checkpoints, load_checkpoint
 from bert.corpus.documents import DocumentWriter
-from bert.training import list_checkpoints, load_checkpoint
 from tests.stage_workspace import REPO, make_workspace, run_stage
 
 MAX_STEPS, SAVE_EVERY = 24, 6
@@ -43,12 +43,12 @@ runpy.run_module(module, run_name="__main__", alter_sys=True)
 
 # 0.1 s more per training step: 24 steps take seconds, so a kill lands between checkpoints.
 SLOW_STEPS = """
-import bert.training
-_loss = bert.training.pretraining_loss
+import bert.pretraining
+_loss = bert.pretraining.pretraining_loss
 def pretraining_loss(model, batch):
     time.sleep(0.1)
     return _loss(model, batch)
-bert.training.pretraining_loss = pretraining_loss
+bert.pretraining.pretraining_loss = pretraining_loss
 """
 
 # The checkpoint of step 12 reaches its file in 8 KiB pieces, 0.2 s apart.

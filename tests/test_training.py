@@ -6,10 +6,12 @@ import pytest
 import torch
 from torch import nn
 
+from bert.checkpoints import list_checkpoints, save_checkpoint
 from bert.errors import UserError
 from bert.optim import build_optimizer, warmup_poly_schedule
+from bert.pretraining import pretraining_loss
 from bert.pretraining_loader import DynamicMasking, PretrainingData
-from bert.training import TrainConfig, list_checkpoints, pretraining_loss, save_checkpoint, train
+from bert.training import TrainConfig, train
 from tests.shard_fixtures import tiny_model, write_shard, write_shards, write_vocab
 
 torch.set_num_threads(1)
@@ -272,9 +274,15 @@ def test_training_stages_import_the_code_their_loop_runs_before_it_starts(stage)
     imported = subprocess.run(
         [sys.executable, "-c", script], cwd=REPO, capture_output=True, text=True, check=True
     ).stdout
-    loop = ["bert.masking", "bert.modeling", "bert.optim", "bert.pretraining_loader", "bert.training"]
-    if stage == "stages.finetune_squad":
+    loop = ["bert.binning", "bert.checkpoints", "bert.distributed", "bert.modeling", "bert.optim"]
+    loop += ["bert.precision", "bert.training"]
+    pretraining_only = ["bert.masking", "bert.pretraining", "bert.pretraining_loader"]
+    if stage == "stages.pretrain":
+        loop += pretraining_only
+    else:
         loop += ["bert.finetune", "bert.squad", "bert.tokenization"]
+        # an edit of the pretraining code must not rerun fine-tuning (or train a finished run again)
+        assert not any(f"'{module}'" in imported for module in pretraining_only), imported
     assert all(f"'{module}'" in imported for module in loop), imported
 
 
@@ -282,7 +290,7 @@ def test_source_fingerprint_follows_the_project_modules_imported(tmp_path, monke
     import sys
     import types
 
-    from bert.training import source_fingerprint
+    from bert.checkpoints import source_fingerprint
 
     before = source_fingerprint()
     assert source_fingerprint() == before

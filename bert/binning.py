@@ -1,0 +1,22 @@
+"""Length binning: batches of sequences of similar length, so that a batch cut to its longest
+sequence carries little padding, in an order that still depends only on the seed and the global
+batch size (so the rank split and exact resume hold with binning on).
+
+An epoch's order is cut into windows of BIN_WINDOW global batches; each window's rows are sorted by
+length (ties broken at random), cut into global batches, and those batches are served in an order
+shuffled within the window, all drawn from (seed, epoch, window). The pretraining loader
+(bert.pretraining_loader) and SQuAD fine-tuning (bert.finetune) both batch this way.
+"""
+
+import numpy as np
+
+BIN_WINDOW = 64  # global batches sorted by length together
+
+
+def bin_by_length(
+    lengths: np.ndarray, num_batches: int, seed: int, epoch: int, window: int
+) -> tuple[np.ndarray, np.ndarray]:
+    """One window: the order that sorts its rows by length (ties broken at random), and the order
+    in which the `num_batches` consecutive batches of that sorted order are served."""
+    rng = np.random.default_rng([seed, epoch, window])
+    return np.lexsort((rng.random(len(lengths)), lengths)), rng.permutation(num_batches)
