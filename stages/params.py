@@ -62,7 +62,7 @@ Probability = Annotated[float, Range(0, 1)]
 Share = Annotated[float, Range(0, 1, high_open=True)]  # a part of a whole that must leave some over
 LearningRate = Annotated[float, Range(0, low_open=True)]
 WeightDecay = Annotated[float, Range(low=0)]
-# Every library takes a seed in [0, 2**32): NumPy's legacy seeding is the narrowest.
+# np.random.seed takes [0, 2**32), the narrowest range of the seeding calls that a seed reaches.
 Seed = Annotated[int, Range(0, 2**32 - 1)]
 Precision = Literal["fp32", "bf16", "fp16"]
 
@@ -255,7 +255,12 @@ def load_params(path: str | Path = PARAMS_FILE) -> Params:
         try:
             raw = yaml.safe_load(file)
         except yaml.YAMLError as error:
-            raise UserError(f"{path}: not valid YAML: {error}") from None
+            mark = getattr(error, "problem_mark", None)  # PyYAML's own message spans several lines
+            where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
+            problem = getattr(error, "problem", None) or " ".join(str(error).split())
+            raise UserError(f"{path}: not valid YAML{where}: {problem}") from None
+    if not isinstance(raw, dict):
+        raise UserError(f"{path}: expected the params' sections (seed:, corpora:, ...), not {_show(raw)}")
     params = _build(Params, raw, "")
     _check(params)
     return params

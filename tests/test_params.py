@@ -256,3 +256,16 @@ def test_invalid_params_fail_the_stage_before_any_work(project):
     )
     assert result.returncode == 1
     assert result.stderr == "error: params.yaml: seed is -1; it must be an integer in [0, 4294967295]\n"
+
+
+def test_an_empty_or_broken_file_is_one_line(project):
+    (project / "params.yaml").write_text("")
+    with pytest.raises(
+        UserError, match=r"^params.yaml: expected the params' sections \(seed:, corpora:, ...\), not null$"
+    ):
+        load_params()
+    (project / "params.yaml").write_text("seed: [1\n")
+    with pytest.raises(UserError) as error:
+        load_params()
+    assert str(error.value).startswith("params.yaml: not valid YAML at line 2, column 1: ")
+    assert "\n" not in str(error.value)
