@@ -28,6 +28,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from bert.errors import UserError
+from bert.model_presets import PRESETS, config_file
 
 log = logging.getLogger(__name__)
 
@@ -36,14 +37,6 @@ ACTIVATIONS = {
     "gelu_new": partial(F.gelu, approximate="tanh"),
     "gelu_pytorch_tanh": partial(F.gelu, approximate="tanh"),
     "relu": F.relu,
-}
-
-# All presets keep BERT's head size of 64.
-PRESETS = {
-    "tiny": dict(num_hidden_layers=2, hidden_size=128, num_attention_heads=2, intermediate_size=512),
-    "mini": dict(num_hidden_layers=4, hidden_size=256, num_attention_heads=4, intermediate_size=1024),
-    "base": dict(num_hidden_layers=12, hidden_size=768, num_attention_heads=12, intermediate_size=3072),
-    "large": dict(num_hidden_layers=24, hidden_size=1024, num_attention_heads=16, intermediate_size=4096),
 }
 
 
@@ -112,9 +105,7 @@ class BertConfig:
             if vocab_size is None:
                 raise ValueError("a preset needs vocab_size")
             return cls.preset(str(size_or_path), vocab_size)
-        path = Path(size_or_path)
-        if path.is_dir():
-            path = path / "config.json"
+        path = config_file(size_or_path)
         if not path.is_file():
             raise UserError(
                 f"model size {str(size_or_path)!r}: expected one of {', '.join(PRESETS)}, "

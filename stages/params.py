@@ -1,121 +1,172 @@
 """params.yaml, read through one typed schema and checked before any stage does work.
 
-Every stage calls `load_params()`; a wrong value fails at once with a message naming the param and
-what it may be. Numbers are read as numbers even when a tool wrote them as strings: YAML 1.1
-loaders read `6e-05` (which `dvc exp run --set-param` writes) as a string.
+Every stage calls `load_params()`. params.yaml is the one source of values: the schema has no
+defaults, so a key deleted from the file is an error naming it, never a silent switch to another
+value. Each number carries its allowed range (`Range`, in the field's type), so a wrong value fails at
+once with a message naming the param, the value and what it may be, instead of hours into a run.
+Numbers are read as numbers even when a tool wrote them as strings: YAML 1.1 loaders read `6e-05`
+(which `dvc exp run --set-param` writes) as a string.
 """
 
 import dataclasses
+import difflib
+import math
 import os
 import types
 import typing
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Literal
+from typing import Annotated, Literal
 
 import yaml
 
 from bert.errors import UserError
+from bert.model_presets import PRESETS, config_file
 
 PARAMS_FILE = Path("params.yaml")
-MODEL_PRESETS = ("tiny", "mini", "base", "large")
+YAML_BOOLEAN_TRAP = "YAML reads an unquoted no/off/yes/on as a boolean"
+
+
+@dataclass(frozen=True)
+class Range:
+    """The values a number param may take: from `low` to `high`, each end included unless marked
+    open. `meaning` says what a special value stands for, e.g. "0 = all CPU cores"."""
+
+    low: float = -math.inf
+    high: float = math.inf
+    low_open: bool = False
+    high_open: bool = False
+    meaning: str = ""
+
+    def __contains__(self, value: float) -> bool:
+        above = value > self.low if self.low_open else value >= self.low
+        below = value < self.high if self.high_open else value <= self.high
+        return above and below
+
+    def describe(self, kind: type) -> str:
+        what = "an integer" if kind is int else "a finite number"
+        low, high = _plain(self.low), _plain(self.high)
+        if self.high < math.inf:
+            what += f" in {'(' if self.low_open else '['}{low}, {high}{')' if self.high_open else ']'}"
+        elif self.low > -math.inf:
+            what += f" {'>' if self.low_open else '>='} {low}"
+        return what + (f" ({self.meaning})" if self.meaning else "")
+
+
+def _plain(bound: float) -> str:
+    return str(int(bound)) if math.isfinite(bound) and bound == int(bound) else f"{bound:g}"
+
+
+Count = Annotated[int, Range(low=1)]  # how many of something, where none makes no sense
+Probability = Annotated[float, Range(0, 1)]
+Share = Annotated[float, Range(0, 1, high_open=True)]  # a part of a whole that must leave some over
+LearningRate = Annotated[float, Range(0, low_open=True)]
+WeightDecay = Annotated[float, Range(low=0)]
+# np.random.seed takes [0, 2**32), the narrowest range of the seeding calls that a seed reaches.
+Seed = Annotated[int, Range(0, 2**32 - 1)]
+Precision = Literal["fp32", "bf16", "fp16"]
 
 
 @dataclass
 class CorpusSource:
     sources: list[str]
-    checksums: list[str | None] = field(default_factory=list)
+    checksums: list[str | None]  # empty: none checked; else one per source, null for "not checked"
 
 
 @dataclass
 class Extract:
-    processes: int = 0
+    processes: Annotated[int, Range(low=0, meaning="0 = all CPU cores")]
 
 
 @dataclass
 class Shard:
-    num_train_shards: int = 4
-    num_test_shards: int = 1
-    test_fraction: float = 0.05
-    min_sentences: int = 2
-    punkt: Literal["auto", "pretrained", "train"] = "auto"
+    num_train_shards: Count
+    num_test_shards: Annotated[int, Range(low=0, meaning="0 = no test split")]
+    test_fraction: Share
+    min_sentences: Count
+    punkt: Literal["auto", "pretrained", "train"]
 
 
 @dataclass
 class Vocab:
-    source: str = "train"  # train | google | file:<path>
-    url: str = ""
-    checksum: str | None = None
-    vocab_size: int = 30522
-    min_frequency: int = 2
-    lower_case: bool = True
+    source: str  # train | google | file:<path>
+    url: str
+    checksum: str | None  # null: not checked
+    vocab_size: Annotated[int, Range(low=100)]
+    min_frequency: Count
+    lower_case: bool
 
 
 @dataclass
 class Mixing:
-    mode: Literal["intra", "inter"] = "intra"
-    weights: dict[str, float] = field(default_factory=dict)
-    num_output_shards: int = 4
+    mode: Literal["intra", "inter"]
+    # One weight per corpus named in `corpora`; a corpus left out keeps its documents as they are (1.0).
+    weights: dict[str, Annotated[float, Range(low=0, meaning="0 = left out")]]
+    num_output_shards: Count
 
 
 @dataclass
 class PhaseExamples:
-    max_seq_length: int
-    max_predictions_per_seq: int
+    max_seq_length: Annotated[int, Range(low=8)]
+    max_predictions_per_seq: Count
 
 
 @dataclass
 class Examples:
     phase1: PhaseExamples
     phase2: PhaseExamples
-    masking: Literal["static", "dynamic"] = "static"
-    whole_word_mask: bool = False
-    masked_lm_prob: float = 0.15
-    short_seq_prob: float = 0.1
-    dupe_factor: int = 5
+    masking: Literal["static", "dynamic"]
+    whole_word_mask: bool
+    masked_lm_prob: Annotated[float, Range(0, 1, low_open=True, high_open=True)]
+    short_seq_prob: Probability
+    dupe_factor: Count
 
 
 @dataclass
 class Model:
-    size: str = "tiny"  # a preset name or a path to a Hugging Face config.json
+    size: str  # a preset name, or a Hugging Face config.json or the folder holding one
 
 
 @dataclass
 class PretrainPhase:
-    max_steps: int
-    batch_size: int
-    learning_rate: float
-    grad_accum_steps: int = 1
-    warmup_proportion: float = 0.01
-    weight_decay: float = 0.01
-    init_optimizer_from_phase1: bool = False
+    max_steps: Count
+    batch_size: Count
+    grad_accum_steps: Count
+    learning_rate: LearningRate
+    warmup_proportion: Share
+    weight_decay: WeightDecay
+
+
+@dataclass
+class PretrainPhase2(PretrainPhase):
+    init_optimizer_from_phase1: bool  # phase 1 has no earlier optimizer to start from
 
 
 @dataclass
 class Pretrain:
     phase1: PretrainPhase
-    phase2: PretrainPhase
-    optimizer: Literal["lamb", "adamw"] = "lamb"
-    precision: Literal["fp32", "bf16", "fp16"] = "fp32"
-    compile: bool = False
-    use_apex: bool = False
-    log_every: int = 10
-    save_every: int = 100
-    keep_last: int = 2
-    resume: bool = True
-    max_nonfinite_steps: int = 10
-    grad_clip: float = 1.0
-    data_workers: int = 1
-    length_binning: bool = False
-    unpad: bool = False
+    phase2: PretrainPhase2
+    optimizer: Literal["lamb", "adamw"]
+    precision: Precision
+    compile: bool
+    use_apex: bool
+    log_every: Count
+    save_every: Count
+    keep_last: Count
+    resume: bool
+    max_nonfinite_steps: Count  # 0 would stop at the first step, finite or not
+    grad_clip: Annotated[float, Range(low=0, meaning="0 = no clipping")]
+    data_workers: Annotated[int, Range(low=0, meaning="0 = load in the training process")]
+    length_binning: bool
+    unpad: bool
 
 
 @dataclass
 class Distributed:
-    nproc_per_node: int = 1
-    nnodes: int = 1
-    rdzv_endpoint: str = "localhost:29500"
-    backend: Literal["auto", "nccl", "gloo"] = "auto"
+    nproc_per_node: Count
+    nnodes: Count
+    rdzv_endpoint: str
+    backend: Literal["auto", "nccl", "gloo"]
 
 
 @dataclass
@@ -124,47 +175,51 @@ class SquadFiles:
     dev: str
 
 
+SquadVersion = Literal["v1.1", "v2.0"]
+
+
 @dataclass
 class Squad:
-    sources: dict[str, SquadFiles]
-    version: Literal["v1.1", "v2.0"] = "v1.1"
-    max_seq_length: int = 384
-    doc_stride: int = 128
-    max_query_length: int = 64
+    sources: dict[SquadVersion, SquadFiles]  # only `version`'s entry is needed
+    version: SquadVersion
+    max_seq_length: Annotated[int, Range(low=8)]
+    doc_stride: Count
+    max_query_length: Count
 
 
 @dataclass
 class Finetune:
-    init: str = "phase2"  # phase2 | hf:<dir> | google-<name> | random
-    epochs: float = 2.0
-    batch_size: int = 32
-    learning_rate: float = 5e-5
-    grad_accum_steps: int = 1
-    warmup_proportion: float = 0.1
-    weight_decay: float = 0.01
-    precision: Literal["fp32", "bf16", "fp16"] = "fp32"
-    length_binning: bool = False
-    unpad: bool = False
-    seed: int = 42
-    log_every: int = 10
-    save_every: int = 200
+    init: str  # phase2 | hf:<dir> | google-<name> | random
+    epochs: Annotated[float, Range(0, low_open=True)]
+    batch_size: Count
+    learning_rate: LearningRate
+    grad_accum_steps: Count
+    warmup_proportion: Share
+    weight_decay: WeightDecay
+    precision: Precision
+    length_binning: bool
+    unpad: bool
+    seed: Seed
+    log_every: Count
+    save_every: Count
 
 
 @dataclass
 class Predict:
-    batch_size: int = 64
-    n_best_size: int = 20
-    max_answer_length: int = 30
-    null_score_diff_threshold: float = 0.0
+    batch_size: Count
+    n_best_size: Count
+    max_answer_length: Count
+    null_score_diff_threshold: float  # any finite score margin; SQuAD v2 tunes it on dev, often negative
 
 
 @dataclass
 class Benchmark:
-    batch_size: int = 8
-    seq_length: int = 384
-    warmup_steps: int = 2
-    steps: int = 5
-    dev_windows: int = 256  # a seeded sample of dev windows timed as predict_squad runs them; 0: none
+    batch_size: Count
+    seq_length: Annotated[int, Range(low=8)]
+    warmup_steps: Annotated[int, Range(low=0)]
+    steps: Count
+    # A seeded sample of dev windows timed as predict_squad runs them.
+    dev_windows: Annotated[int, Range(low=0, meaning="0 = no dev-set timing")]
 
 
 @dataclass
@@ -179,12 +234,12 @@ class Params:
     pretrain: Pretrain
     distributed: Distributed
     squad: Squad
-    weights: dict[str, str]
+    weights: dict[str, str]  # released checkpoints by name, for finetune.init; any number of them
     finetune: Finetune
     predict: Predict
     benchmark: Benchmark
-    seed: int = 12345
-    num_workers: int = 0
+    seed: Seed
+    num_workers: Annotated[int, Range(low=0, meaning="0 = all CPU cores")]
 
     @property
     def workers(self) -> int:
@@ -198,39 +253,58 @@ def load_params(path: str | Path = PARAMS_FILE) -> Params:
         raise UserError(f"{path}: not found; run from the repository root (where dvc.yaml is)")
     with open(path, encoding="utf-8") as file:
         try:
-            raw = yaml.safe_load(file) or {}
+            raw = yaml.safe_load(file)
         except yaml.YAMLError as error:
-            raise UserError(f"{path}: not valid YAML: {error}") from None
+            mark = getattr(error, "problem_mark", None)  # PyYAML's own message spans several lines
+            where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
+            problem = getattr(error, "problem", None) or " ".join(str(error).split())
+            raise UserError(f"{path}: not valid YAML{where}: {problem}") from None
+    if not isinstance(raw, dict):
+        raise UserError(f"{path}: expected the params' sections (seed:, corpora:, ...), not {_show(raw)}")
     params = _build(Params, raw, "")
     _check(params)
     return params
 
 
 def _build(kind, value, name: str):
-    """Turn plain YAML data into `kind` (a dataclass, list, dict, Literal, Optional or scalar)."""
+    """Turn plain YAML data into `kind` (a dataclass, list, dict, Literal, Optional, Annotated with a
+    Range, or scalar), failing on the first value that does not fit with one line naming it."""
     label = name or "params.yaml"
     origin = typing.get_origin(kind)
     if dataclasses.is_dataclass(kind):
         if not isinstance(value, dict):
-            raise UserError(f"params.yaml: `{label}` must be a mapping, not {value!r}")
-        fields = {f.name: f for f in dataclasses.fields(kind)}
-        unknown = sorted(set(value) - set(fields))
-        if unknown:
-            raise UserError(
-                f"params.yaml: unknown key `{_join(name, unknown[0])}`; `{label}` takes: {', '.join(fields)}"
-            )
-        built = {}
-        hints = typing.get_type_hints(kind)
-        for key, spec in fields.items():
-            if key in value:
-                built[key] = _build(hints[key], value[key], _join(name, key))
-            elif spec.default is dataclasses.MISSING and spec.default_factory is dataclasses.MISSING:
-                raise UserError(f"params.yaml: `{_join(name, key)}` is missing")
-        return kind(**built)
+            raise UserError(f"params.yaml: {label} must be a mapping, not {_show(value)}")
+        fields = [field.name for field in dataclasses.fields(kind)]
+        for key in value:
+            if key not in fields:
+                close = difflib.get_close_matches(str(key), fields, n=1)
+                hint = f"did you mean {close[0]}? " if close else ""
+                raise UserError(
+                    f"params.yaml: unknown key {_join(name, key)}; {hint}{label} takes: {', '.join(fields)}"
+                )
+        for key in fields:
+            if key not in value:
+                raise UserError(
+                    f"params.yaml: {_join(name, key)} is missing; add it (the repository's params.yaml has "
+                    "every key, with its meaning)"
+                )
+        hints = typing.get_type_hints(kind, include_extras=True)
+        return kind(**{key: _build(hints[key], value[key], _join(name, key)) for key in fields})
+    if kind in (int, float) or origin is Annotated:
+        base, bounds = typing.get_args(kind) if origin is Annotated else (kind, Range())
+        number = _number(value)
+        fits = number is not None and math.isfinite(number) and (base is float or number == int(number))
+        if not fits or base(number) not in bounds:
+            raise UserError(f"params.yaml: {label} is {_show(value)}; it must be {bounds.describe(base)}")
+        return base(number)
     if origin is Literal:
         allowed = typing.get_args(kind)
+        if isinstance(value, bool):
+            raise UserError(
+                f"params.yaml: {label} is {_show(value)}: {YAML_BOOLEAN_TRAP}; write {_quoted(allowed)}"
+            )
         if value not in allowed:
-            raise UserError(f"params.yaml: `{label}` is {value!r}; allowed: {', '.join(map(str, allowed))}")
+            raise UserError(f"params.yaml: {label} is {_show(value)}; allowed: {', '.join(allowed)}")
         return value
     if origin in (typing.Union, types.UnionType):
         options = typing.get_args(kind)
@@ -239,30 +313,40 @@ def _build(kind, value, name: str):
         return _build(next(option for option in options if option is not type(None)), value, name)
     if origin is list:
         if not isinstance(value, list):
-            raise UserError(f"params.yaml: `{label}` must be a list, not {value!r}")
+            raise UserError(f"params.yaml: {label} must be a list, not {_show(value)}")
         (item,) = typing.get_args(kind)
         return [_build(item, entry, f"{label}[{index}]") for index, entry in enumerate(value)]
     if origin is dict:
         if not isinstance(value, dict):
-            raise UserError(f"params.yaml: `{label}` must be a mapping, not {value!r}")
-        _, item = typing.get_args(kind)
-        return {str(key): _build(item, entry, _join(name, str(key))) for key, entry in value.items()}
+            raise UserError(f"params.yaml: {label} must be a mapping, not {_show(value)}")
+        key_kind, item = typing.get_args(kind)
+        return {
+            _build(key_kind, str(key), f"{label} key"): _build(item, entry, _join(name, str(key)))
+            for key, entry in value.items()
+        }
     if kind is bool:
         if not isinstance(value, bool):
-            raise UserError(f"params.yaml: `{label}` must be true or false, not {value!r}")
+            raise UserError(f"params.yaml: {label} must be true or false, not {_show(value)}")
         return value
-    if kind in (int, float):
-        number = _number(value)
-        if number is None or (kind is int and number != int(number)):
-            raise UserError(
-                f"params.yaml: `{label}` must be {'an integer' if kind is int else 'a number'}, not {value!r}"
-            )
-        return kind(number)
     if kind is str:
+        if isinstance(value, bool):
+            raise UserError(f"params.yaml: {label} is {_show(value)}: {YAML_BOOLEAN_TRAP}; quote the text")
         if not isinstance(value, str | int | float):
-            raise UserError(f"params.yaml: `{label}` must be a string, not {value!r}")
+            raise UserError(f"params.yaml: {label} must be a string, not {_show(value)}")
         return str(value)
     raise TypeError(f"unsupported param type {kind} for {label}")
+
+
+def _show(value) -> str:
+    """A value as params.yaml spells it."""
+    if value is None or isinstance(value, bool):
+        return yaml.safe_dump(value).removesuffix("\n...\n")
+    return repr(value)
+
+
+def _quoted(options) -> str:
+    *others, last = (f'"{option}"' for option in options)
+    return f"{', '.join(others)} or {last}" if others else last
 
 
 def _number(value) -> float | None:
@@ -278,96 +362,77 @@ def _number(value) -> float | None:
     return None
 
 
-def _join(prefix: str, key: str) -> str:
-    return f"{prefix}.{key}" if prefix else key
+def _join(prefix: str, key) -> str:
+    return f"{prefix}.{key}" if prefix else str(key)
 
 
 def _check(params: Params) -> None:
-    """Cross-field rules: anything that would otherwise fail hours into a run."""
+    """Rules across fields, and about files: each value alone already fits its type and range."""
     problems = []
 
     def require(ok: bool, message: str) -> None:
         if not ok:
             problems.append(message)
 
-    require(params.num_workers >= 0, "`num_workers` must be >= 0 (0 = all CPU cores)")
     for corpus, source in params.corpora.items():
-        require(bool(source.sources), f"`corpora.{corpus}.sources` is empty; give at least one URL or path")
+        require(bool(source.sources), f"corpora.{corpus}.sources is empty; give at least one URL or path")
         require(
             not source.checksums or len(source.checksums) == len(source.sources),
-            f"`corpora.{corpus}.checksums` must be empty or have one entry per source",
+            f"corpora.{corpus}.checksums must be empty or have one entry per source",
         )
         for entry in source.sources:
             if "://" not in entry or entry.startswith("file://"):
                 local = Path(entry.removeprefix("file://"))
-                require(local.exists(), f"`corpora.{corpus}.sources`: {entry} does not exist")
-    require(params.shard.num_train_shards >= 1, "`shard.num_train_shards` must be >= 1")
-    require(params.shard.num_test_shards >= 0, "`shard.num_test_shards` must be >= 0")
-    require(0 <= params.shard.test_fraction < 1, "`shard.test_fraction` must be in [0, 1)")
+                require(local.exists(), f"corpora.{corpus}.sources: {entry} does not exist")
     vocab_source = params.vocab.source
     require(
         vocab_source in ("train", "google") or vocab_source.startswith("file:"),
-        f"`vocab.source` is {vocab_source!r}; allowed: train, google, file:<path>",
+        f"vocab.source is {vocab_source!r}; allowed: train, google, file:<path>",
     )
     if vocab_source.startswith("file:"):
-        require(Path(vocab_source[5:]).is_file(), f"`vocab.source`: {vocab_source[5:]} does not exist")
-    require(params.vocab.vocab_size >= 100, "`vocab.vocab_size` must be >= 100")
+        require(Path(vocab_source[5:]).is_file(), f"vocab.source: {vocab_source[5:]} does not exist")
+    require(
+        vocab_source != "google" or bool(params.vocab.url),
+        "vocab.url is empty; vocab.source google downloads vocab.txt from it",
+    )
     for corpus in params.mixing.weights:
-        require(corpus in params.corpora, f"`mixing.weights.{corpus}` names no corpus in `corpora`")
-    require(all(w >= 0 for w in params.mixing.weights.values()), "`mixing.weights` must be >= 0")
-    require(params.mixing.num_output_shards >= 1, "`mixing.num_output_shards` must be >= 1")
-    require(0 < params.examples.masked_lm_prob < 1, "`examples.masked_lm_prob` must be in (0, 1)")
-    require(0 <= params.examples.short_seq_prob <= 1, "`examples.short_seq_prob` must be in [0, 1]")
-    require(params.examples.dupe_factor >= 1, "`examples.dupe_factor` must be >= 1")
+        require(corpus in params.corpora, f"mixing.weights.{corpus} names no corpus in corpora")
+    require(
+        any(params.mixing.weights.get(corpus, 1.0) > 0 for corpus in params.corpora),
+        "mixing.weights leave out every corpus; give at least one a weight > 0",
+    )
     for phase in ("phase1", "phase2"):
         spec: PhaseExamples = getattr(params.examples, phase)
-        require(spec.max_seq_length >= 8, f"`examples.{phase}.max_seq_length` must be >= 8")
         require(
-            0 < spec.max_predictions_per_seq <= spec.max_seq_length,
-            f"`examples.{phase}.max_predictions_per_seq` must be in [1, max_seq_length={spec.max_seq_length}]",
+            spec.max_predictions_per_seq <= spec.max_seq_length,
+            f"examples.{phase}.max_predictions_per_seq is {spec.max_predictions_per_seq}; it must be at most "
+            f"examples.{phase}.max_seq_length ({spec.max_seq_length})",
         )
-        train: PretrainPhase = getattr(params.pretrain, phase)
-        require(train.max_steps >= 1, f"`pretrain.{phase}.max_steps` must be >= 1")
-        require(train.batch_size >= 1, f"`pretrain.{phase}.batch_size` must be >= 1")
-        require(train.grad_accum_steps >= 1, f"`pretrain.{phase}.grad_accum_steps` must be >= 1")
-        require(train.learning_rate > 0, f"`pretrain.{phase}.learning_rate` must be > 0")
-        require(0 <= train.warmup_proportion < 1, f"`pretrain.{phase}.warmup_proportion` must be in [0, 1)")
     size = params.model.size
     require(
-        size in MODEL_PRESETS or Path(size).is_file(),
-        f"`model.size` is {size!r}; allowed: {', '.join(MODEL_PRESETS)}, or a path to a config.json",
+        size in PRESETS or config_file(size).is_file(),
+        f"model.size is {size!r}; allowed: {', '.join(PRESETS)}, or a Hugging Face config.json or its folder",
     )
-    require(params.pretrain.log_every >= 1, "`pretrain.log_every` must be >= 1")
-    require(params.pretrain.save_every >= 1, "`pretrain.save_every` must be >= 1")
-    require(params.pretrain.keep_last >= 1, "`pretrain.keep_last` must be >= 1")
-    require(params.distributed.nproc_per_node >= 1, "`distributed.nproc_per_node` must be >= 1")
-    require(params.distributed.nnodes >= 1, "`distributed.nnodes` must be >= 1")
     require(
         params.squad.version in params.squad.sources,
-        f"`squad.sources` has no entry for `{params.squad.version}`",
+        f"squad.sources has no entry for squad.version {params.squad.version}",
     )
     require(
         params.squad.doc_stride < params.squad.max_seq_length,
-        "`squad.doc_stride` must be < `squad.max_seq_length`",
+        f"squad.doc_stride is {params.squad.doc_stride}; it must be less than squad.max_seq_length "
+        f"({params.squad.max_seq_length})",
     )
     require(
         params.squad.max_query_length < params.squad.max_seq_length - 3,
-        "`squad.max_query_length` must leave room for the context in `squad.max_seq_length`",
+        f"squad.max_query_length is {params.squad.max_query_length}; it must leave room for the context "
+        f"in squad.max_seq_length ({params.squad.max_seq_length}): at most {params.squad.max_seq_length - 4}",
     )
     init = params.finetune.init
     require(
         init in ("phase2", "random") or init.startswith("hf:") or init in params.weights,
-        f"`finetune.init` is {init!r}; allowed: phase2, random, hf:<dir>, or one of: {', '.join(params.weights)}",
+        f"finetune.init is {init!r}; allowed: phase2, random, hf:<dir>, or one of: {', '.join(params.weights)}",
     )
     if init.startswith("hf:"):
-        require(Path(init[3:]).is_dir(), f"`finetune.init`: {init[3:]} is not a directory")
-    require(params.finetune.epochs > 0, "`finetune.epochs` must be > 0")
-    require(params.finetune.learning_rate > 0, "`finetune.learning_rate` must be > 0")
-    require(params.finetune.batch_size >= 1, "`finetune.batch_size` must be >= 1")
-    require(params.predict.n_best_size >= 1, "`predict.n_best_size` must be >= 1")
-    require(params.predict.max_answer_length >= 1, "`predict.max_answer_length` must be >= 1")
-    require(params.benchmark.batch_size >= 1, "`benchmark.batch_size` must be >= 1")
-    require(params.benchmark.steps >= 1, "`benchmark.steps` must be >= 1")
-    require(params.benchmark.dev_windows >= 0, "`benchmark.dev_windows` must be >= 0 (0: no dev-set timing)")
+        require(Path(init[3:]).is_dir(), f"finetune.init: {init[3:]} is not a directory")
     if problems:
         raise UserError("params.yaml: " + "\n  params.yaml: ".join(problems))

@@ -23,26 +23,54 @@ def repo_params() -> dict:
     return params
 
 
-def write_params(root: Path, params: dict | None = None) -> None:
-    (root / "params.yaml").write_text(yaml.safe_dump(params or repo_params()), encoding="utf-8")
+def write_params(root: Path, changes: dict | None = None) -> None:
+    """root/params.yaml: the repository's params (see repo_params) with `changes` (see set_params)."""
+    _save(root, _changed(repo_params(), changes or {}))
+
+
+def set_params(root: Path, changes: dict) -> None:
+    """Change root/params.yaml, as in set_params(root, {"finetune.epochs": 1, "seed": 7}): each dotted
+    key gets its value, and a mapping value replaces the whole section. A key that itself holds a
+    dot (squad.sources' v1.1) is set through its parent: {"squad.sources": {...}}."""
+    _save(root, _changed(yaml.safe_load((root / "params.yaml").read_text(encoding="utf-8")), changes))
+
+
+def _changed(params: dict, changes: dict) -> dict:
+    for dotted, value in changes.items():
+        *parents, last = dotted.split(".")
+        node = params
+        for key in parents:
+            node = node[key]  # a misspelt section fails here rather than adding a stray key
+        node[last] = value
+    return params
+
+
+def _save(root: Path, params: dict) -> None:
+    (root / "params.yaml").write_text(yaml.safe_dump(params), encoding="utf-8")
 
 
 def make_workspace(root: Path, nproc: int = 1, batch_size: int = 8, **pretrain) -> Path:
-    params = repo_params()
     config = dict(vocab_size=len(VOCAB), hidden_size=16, num_hidden_layers=1, num_attention_heads=2, intermediate_size=32,
                   max_position_embeddings=32, hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0)  # fmt: skip
     root.mkdir(parents=True, exist_ok=True)
     (root / "model.json").write_text(json.dumps(config))
-    params["model"]["size"] = "model.json"
-    params["examples"]["phase1"] = {"max_seq_length": 16, "max_predictions_per_seq": 3}
-    params["examples"]["phase2"] = {"max_seq_length": 24, "max_predictions_per_seq": 4}
-    params["pretrain"].update(log_every=1, save_every=4, data_workers=0, **pretrain)
-    for phase in ("phase1", "phase2"):
-        params["pretrain"][phase].update(max_steps=8, batch_size=batch_size, learning_rate=0.02)
-    params["distributed"].update(
-        nproc_per_node=nproc, rdzv_endpoint=f"localhost:{29500 + os.getpid() % 1000}"
+    phase = {"max_steps": 8, "batch_size": batch_size, "learning_rate": 0.02}
+    write_params(
+        root,
+        {
+            "model.size": "model.json",
+            "examples.phase1": {"max_seq_length": 16, "max_predictions_per_seq": 3},
+            "examples.phase2": {"max_seq_length": 24, "max_predictions_per_seq": 4},
+            "pretrain.log_every": 1,
+            "pretrain.save_every": 4,
+            "pretrain.data_workers": 0,
+            **{f"pretrain.{key}": value for key, value in pretrain.items()},
+            **{f"pretrain.phase1.{key}": value for key, value in phase.items()},
+            **{f"pretrain.phase2.{key}": value for key, value in phase.items()},
+            "distributed.nproc_per_node": nproc,
+            "distributed.rdzv_endpoint": f"localhost:{29500 + os.getpid() % 1000}",
+        },
     )
-    write_params(root, params)
     (root / "data/vocab").mkdir(parents=True)
     write_vocab(root / "data/vocab/vocab.txt")
     write_shards(root / "data/examples/phase1", sizes=(40, 24, 33), seq_len=16, max_pred=3)

@@ -6,12 +6,11 @@ import subprocess
 
 import pytest
 import torch
-import yaml
 
 from bert.checkpoints import list_checkpoints, load_checkpoint
 from bert.distributed import relaunch_under_torchrun, torchrun_command
 from bert.errors import UserError
-from tests.stage_workspace import REPO, make_workspace, run_stage
+from tests.stage_workspace import REPO, make_workspace, run_stage, set_params
 
 
 def loss_curve(root, phase="phase1"):
@@ -44,10 +43,7 @@ def test_two_ranks_match_one_rank_and_resume_across_world_sizes(tmp_path):
     moved = tmp_path / "moved"
     shutil.copytree(one, moved)
     (moved / "data/checkpoints/phase1/step-00000008.pt").unlink()
-    params = yaml.safe_load((moved / "params.yaml").read_text())
-    params["distributed"]["nproc_per_node"] = 2
-    params["pretrain"]["phase1"]["batch_size"] = 4
-    (moved / "params.yaml").write_text(yaml.safe_dump(params))
+    set_params(moved, {"distributed.nproc_per_node": 2, "pretrain.phase1.batch_size": 4})
     result = run_stage(moved, "stages.pretrain", "phase1")
     assert result.returncode == 0, result.stderr[-3000:]
     assert "resumed from step 4" in result.stderr

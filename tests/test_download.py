@@ -12,10 +12,10 @@ import threading
 from pathlib import Path
 
 import pytest
-import yaml
 
 from bert.corpus.download import SourceNotFound, download, download_many
 from bert.errors import UserError
+from tests.stage_workspace import write_params
 
 REPO = Path(__file__).resolve().parents[1]
 PAYLOAD = bytes(range(256)) * 400  # 100 KiB: several reads, so a cut lands mid-file
@@ -304,20 +304,6 @@ def test_download_many_directory_sources_and_clashes(server, tmp_path):
 # --- stages, run as the pipeline runs them -------------------------------------------------------
 
 
-def write_params(folder: Path, **changes) -> None:
-    """The repository's params.yaml with `changes` (dotted keys), in `folder`."""
-    params = yaml.safe_load((REPO / "params.yaml").read_text())
-    params["corpora"] = {"wikipedia": {"sources": ["http://127.0.0.1:9/unused.xml.bz2"], "checksums": []}}
-    params["mixing"]["weights"] = {}
-    for key, value in changes.items():
-        node = params
-        *parents, last = key.split(".")
-        for part in parents:
-            node = node[part]
-        node[last] = value
-    (folder / "params.yaml").write_text(yaml.safe_dump(params))
-
-
 def run_stage(folder: Path, *args: str) -> subprocess.CompletedProcess:
     env = {**os.environ, "PYTHONPATH": str(REPO)}
     return subprocess.run(
@@ -331,7 +317,7 @@ def test_stage_download_publishes_the_folder(server, tmp_path):
         f"{hashlib.sha1(PAYLOAD).hexdigest()}  enwiki-20250201-pages-articles.xml.bz2\n".encode()
     )
     source = f"{server.url}/dumps/enwiki-20250201-pages-articles.xml.bz2"
-    write_params(tmp_path, **{"corpora.wikipedia": {"sources": [source], "checksums": ["published"]}})
+    write_params(tmp_path, {"corpora.wikipedia": {"sources": [source], "checksums": ["published"]}})
     result = run_stage(tmp_path, "stages.download", "wikipedia")
     assert result.returncode == 0, result.stderr
     assert leftovers(tmp_path / "data" / "raw") == ["wikipedia"]
@@ -341,7 +327,7 @@ def test_stage_download_publishes_the_folder(server, tmp_path):
 def test_stage_download_404_is_one_error_line(server, tmp_path):
     server.files["/ok.parquet"] = PAYLOAD
     sources = [f"{server.url}/ok.parquet", f"{server.url}/missing.parquet"]
-    write_params(tmp_path, **{"corpora.wikipedia": {"sources": sources, "checksums": []}})
+    write_params(tmp_path, {"corpora.wikipedia": {"sources": sources, "checksums": []}})
     result = run_stage(tmp_path, "stages.download", "wikipedia")
     assert result.returncode == 1
     assert "Traceback" not in result.stderr
@@ -377,11 +363,11 @@ def test_stage_download_squad(tmp_path):
             "dev": squad_file(tmp_path / "d2.json", "1.1"),
         },
     }
-    write_params(tmp_path, **{"squad.sources": sources, "squad.version": "v1.1"})
+    write_params(tmp_path, {"squad.sources": sources, "squad.version": "v1.1"})
     result = run_stage(tmp_path, "stages.download_squad")
     assert result.returncode == 0, result.stderr
     assert leftovers(tmp_path / "data/squad") == ["dev.json", "train.json"]
-    write_params(tmp_path, **{"squad.sources": sources, "squad.version": "v2.0"})
+    write_params(tmp_path, {"squad.sources": sources, "squad.version": "v2.0"})
     result = run_stage(tmp_path, "stages.download_squad")
     assert result.returncode == 1
     assert "SQuAD version '1.1' in the file, but squad.version is 'v2.0'" in result.stderr
@@ -397,9 +383,7 @@ def test_stage_download_weights(server, tmp_path):
         "pytorch_model.bin",
     ):  # no model.safetensors, no tokenizer_config
         server.files[f"/bert/{name}"] = name.encode()
-    write_params(
-        tmp_path, **{"weights": {"google-tiny": f"{server.url}/bert"}, "finetune.init": "google-tiny"}
-    )
+    write_params(tmp_path, {"weights": {"google-tiny": f"{server.url}/bert"}, "finetune.init": "google-tiny"})
     result = run_stage(tmp_path, "stages.download_weights")
     assert result.returncode == 0, result.stderr
     assert leftovers(tmp_path / "data/weights/google-tiny") == [
@@ -408,7 +392,7 @@ def test_stage_download_weights(server, tmp_path):
         "vocab.txt",
     ]
     assert (tmp_path / "data/weights/google-tiny/pytorch_model.bin").read_bytes() == b"pytorch_model.bin"
-    write_params(tmp_path, **{"finetune.init": "random"})
+    write_params(tmp_path, {"finetune.init": "random"})
     result = run_stage(tmp_path, "stages.download_weights")
     assert result.returncode == 0, result.stderr
     assert leftovers(tmp_path / "data/weights") == ["README.txt"]

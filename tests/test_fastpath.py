@@ -264,15 +264,13 @@ def test_stage_runs_binned_and_unpadded(tmp_path, monkeypatch):
     and the metrics."""
     from stages import pretrain as stage
     from stages.params import load_params
-    from tests.stage_workspace import make_workspace
+    from tests.stage_workspace import make_workspace, set_params
 
     root = make_workspace(tmp_path)
+    set_params(root, {"pretrain.log_every": 4, "pretrain.length_binning": True, "pretrain.unpad": True,
+                      "pretrain.phase1.max_steps": 4})  # fmt: skip
     monkeypatch.chdir(root)
     params = load_params()
-    params.pretrain.log_every = 4
-    params.pretrain.length_binning = True
-    params.pretrain.unpad = True
-    params.pretrain.phase1.max_steps = 4
     distributed = stage.setup_distributed("gloo")
     stage.pretrain(params, "phase1", distributed)
     metrics = json.loads((root / "metrics/pretrain_phase1.json").read_text())

@@ -23,12 +23,11 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 import torch
-import yaml
 from safetensors.torch import load_file
 
 from bert.checkpoints import list_checkpoints, load_checkpoint
 from bert.corpus.documents import DocumentWriter
-from tests.stage_workspace import REPO, make_workspace, run_stage
+from tests.stage_workspace import REPO, make_workspace, run_stage, set_params
 
 MAX_STEPS, SAVE_EVERY = 24, 6
 CHECKPOINTS = Path("data/checkpoints/phase1")
@@ -79,24 +78,9 @@ bert.corpus.shards._segment = segment
 """
 
 
-def _set_params(root: Path, **sections) -> None:
-    """Update params.yaml: _set_params(root, pretrain={"save_every": 6}) merges into `pretrain`."""
-    params = yaml.safe_load((root / "params.yaml").read_text())
-    for name, values in sections.items():
-        if isinstance(values, dict):
-            for key, value in values.items():
-                if isinstance(value, dict):
-                    params[name][key].update(value)
-                else:
-                    params[name][key] = value
-        else:
-            params[name] = values
-    (root / "params.yaml").write_text(yaml.safe_dump(params))
-
-
 def _pretrain_workspace(root: Path) -> Path:
     make_workspace(root, keep_last=2)
-    _set_params(root, pretrain={"save_every": SAVE_EVERY, "phase1": {"max_steps": MAX_STEPS}})
+    set_params(root, {"pretrain.save_every": SAVE_EVERY, "pretrain.phase1.max_steps": MAX_STEPS})
     return root
 
 
@@ -219,7 +203,7 @@ def test_pretrain_killed_while_writing_a_checkpoint(tmp_path, reference_weights)
 def _shard_workspace(root: Path) -> Path:
     """A project with a document table of 1,500 documents (6 chunks of stages.shard)."""
     make_workspace(root)
-    _set_params(root, num_workers=1)
+    set_params(root, {"num_workers": 1})
     rng = np.random.default_rng(0)
     words = [f"word{i}" for i in range(300)] + ["Mr.", "Dr.", "e.g.", "U.S."]
     (root / "data/documents/wikipedia").mkdir(parents=True)
@@ -288,7 +272,7 @@ segment.__module__, segment.__qualname__ = "bert.corpus.shards", "_segment"  # p
 
 def test_shard_stage_worker_killed_stops_with_one_clear_line(tmp_path):
     root = _shard_workspace(tmp_path)
-    _set_params(root, num_workers=2)
+    set_params(root, {"num_workers": 2})
     process = _start(root, KILLED_SEGMENT_WORKER, "stages.shard", "wikipedia")
     assert process.wait(timeout=60) == 1  # not a stage waiting forever for the dead worker's result
     line = _assert_one_clear_line((root / "killed.stderr").read_text(), "error: ")
@@ -406,7 +390,7 @@ def _examples_workspace(root: Path) -> Path:
     from bert.corpus.sentence_shards import SHARD_SCHEMA
 
     make_workspace(root)
-    _set_params(root, num_workers=1)
+    set_params(root, {"num_workers": 1})
     rng = np.random.default_rng(1)
     for corpus in ("wikipedia", "bookcorpus"):
         folder = root / "data/shards" / corpus

@@ -1,7 +1,11 @@
-"""params.yaml is read through one typed schema and rejected early with messages naming the param."""
+"""params.yaml is read through one typed schema without defaults and rejected early, in one line
+naming the param, the value and what it may be."""
 
-import re
-import shutil
+import json
+import math
+import os
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -9,90 +13,236 @@ import yaml
 
 from bert.errors import UserError
 from stages.params import load_params
+from tests.stage_workspace import repo_params, write_params
 
 REPO = Path(__file__).resolve().parents[1]
+MISSING_HINT = "add it (the repository's params.yaml has every key, with its meaning)"
+# Mappings whose keys are names the user chooses, not schema fields: deleting one of their entries
+# is a change of content (one corpus fewer), not a missing key.
+NAMED_ENTRIES = {("corpora",), ("mixing", "weights"), ("squad", "sources"), ("weights",)}
 
 
 @pytest.fixture
 def project(tmp_path, monkeypatch):
-    """A copy of params.yaml in a temp folder whose sample sources exist (empty files suffice)."""
-    raw = yaml.safe_load((REPO / "params.yaml").read_text())
-    for corpus in raw["corpora"].values():
-        for source in corpus["sources"]:
-            (tmp_path / source).parent.mkdir(parents=True, exist_ok=True)
-            (tmp_path / source).touch()
+    """A temp project folder to load params from (stages run from the project root)."""
     monkeypatch.chdir(tmp_path)
-
-    def write(**changes) -> Path:
-        data = yaml.safe_load((REPO / "params.yaml").read_text())
-        for dotted, value in changes.items():
-            *parents, last = dotted.split("__")
-            node = data
-            for key in parents:
-                node = node[key]
-            node[last] = value
-        (tmp_path / "params.yaml").write_text(yaml.safe_dump(data))
-        return tmp_path / "params.yaml"
-
-    return write
+    return tmp_path
 
 
-def test_repository_params_are_valid(project):
-    project()
+def rejection(root: Path, changes: dict) -> str:
+    write_params(root, changes)
+    with pytest.raises(UserError) as error:
+        load_params()
+    return str(error.value)
+
+
+def test_committed_params_load_cleanly(monkeypatch):
+    monkeypatch.chdir(REPO)
     params = load_params()
-    assert params.examples.phase1.max_seq_length == 128
-    assert params.examples.phase2.max_seq_length == 512
+    assert params.vocab.vocab_size == 8192 and params.squad.max_seq_length == 192
+    assert params.finetune.epochs == 4 and params.finetune.learning_rate == 0.001
+    assert params.pretrain.length_binning and params.finetune.length_binning
+    assert params.examples.phase1.max_seq_length == 128 and params.examples.phase2.max_seq_length == 512
     assert params.workers >= 1
+
+
+def test_the_schema_does_not_import_torch():
+    """Every stage loads params; the data stages must not pay for (nor depend on) the model code."""
+    code = (
+        "import sys, stages.params; print(sorted(m for m in sys.modules if m.startswith(('torch', 'bert.'))))"
+    )
+    done = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, check=True)
+    assert done.stdout.strip() == "['bert.errors', 'bert.model_presets']"
 
 
 def test_numbers_written_as_strings_are_numbers(project):
     # `dvc exp run -S finetune.learning_rate=6e-5` writes 6e-05, which YAML 1.1 reads as a string.
-    path = project()
-    text = re.sub(r"(\nfinetune:\n(?:  .*\n)*?  learning_rate: )\S+", r"\g<1>6e-05", path.read_text())
-    path.write_text(text)
-    assert yaml.safe_load(path.read_text())["finetune"]["learning_rate"] == "6e-05"
-    assert load_params().finetune.learning_rate == pytest.approx(6e-5)
+    write_params(project, {"finetune.learning_rate": "6e-05", "pretrain.phase1.max_steps": "1e3"})
+    assert yaml.safe_load((project / "params.yaml").read_text())["finetune"]["learning_rate"] == "6e-05"
+    params = load_params()
+    assert params.finetune.learning_rate == pytest.approx(6e-5)
+    assert params.pretrain.phase1.max_steps == 1000 and isinstance(params.pretrain.phase1.max_steps, int)
+
+
+def test_model_size_may_be_a_config_file_or_its_folder(project):
+    from bert.modeling import BertConfig
+
+    config = {"vocab_size": 99, "hidden_size": 16, "num_hidden_layers": 1, "num_attention_heads": 2}
+    (project / "hf").mkdir()
+    (project / "hf/config.json").write_text(json.dumps(config))
+    for size in ("hf", "hf/config.json"):
+        write_params(project, {"model.size": size})
+        assert load_params().model.size == size
+        assert BertConfig.resolve(size, vocab_size=50).hidden_size == 16  # the model reads the same file
+    assert "or a Hugging Face config.json or its folder" in rejection(project, {"model.size": "elsewhere"})
+
+
+BOOLEAN_TRAP = "YAML reads an unquoted no/off/yes/on as a boolean"
+NAN, INF = math.nan, math.inf
 
 
 @pytest.mark.parametrize(
-    ("change", "expected"),
+    ("key", "value", "words"),
     [
-        ({"model__size": "huge"}, "`model.size` is 'huge'; allowed: tiny, mini, base, large"),
+        # numbers: finite, integral where counted, and within their range
+        ("pretrain.phase1.max_steps", NAN, ["pretrain.phase1.max_steps is nan", "an integer >= 1"]),
+        ("pretrain.phase1.max_steps", INF, ["pretrain.phase1.max_steps is inf", "an integer >= 1"]),
+        ("pretrain.phase1.max_steps", "nan", ["pretrain.phase1.max_steps is 'nan'", "an integer >= 1"]),
+        ("pretrain.phase1.max_steps", -5, ["pretrain.phase1.max_steps is -5", "an integer >= 1"]),
+        ("pretrain.phase2.batch_size", 2.5, ["pretrain.phase2.batch_size is 2.5", "an integer >= 1"]),
+        ("pretrain.phase1.grad_accum_steps", 0, ["pretrain.phase1.grad_accum_steps is 0", ">= 1"]),
+        ("pretrain.phase2.learning_rate", 0, ["pretrain.phase2.learning_rate is 0", "a finite number > 0"]),
+        ("pretrain.phase1.learning_rate", "inf", ["pretrain.phase1.learning_rate is 'inf'", "finite"]),
+        ("pretrain.phase1.warmup_proportion", 1.0, ["warmup_proportion is 1.0", "in [0, 1)"]),
+        ("pretrain.phase2.weight_decay", -0.01, ["pretrain.phase2.weight_decay is -0.01", ">= 0"]),
+        ("pretrain.log_every", 0, ["pretrain.log_every is 0", ">= 1"]),
+        ("pretrain.save_every", 0, ["pretrain.save_every is 0", ">= 1"]),
+        ("pretrain.keep_last", 0, ["pretrain.keep_last is 0", ">= 1"]),
+        ("pretrain.max_nonfinite_steps", 0, ["pretrain.max_nonfinite_steps is 0", ">= 1"]),
+        ("pretrain.grad_clip", -1.0, ["pretrain.grad_clip is -1.0", ">= 0 (0 = no clipping)"]),
+        ("pretrain.grad_clip", NAN, ["pretrain.grad_clip is nan", "finite"]),
+        ("pretrain.data_workers", -1, ["pretrain.data_workers is -1", ">= 0"]),
+        ("seed", -1, ["seed is -1", "an integer in [0, 4294967295]"]),
+        ("seed", 2**32, ["seed is 4294967296", "in [0, 4294967295]"]),
+        ("finetune.seed", -1, ["finetune.seed is -1", "in [0, 4294967295]"]),
+        ("num_workers", -1, ["num_workers is -1", ">= 0 (0 = all CPU cores)"]),
+        ("extract.processes", -2, ["extract.processes is -2", ">= 0 (0 = all CPU cores)"]),
+        ("finetune.grad_accum_steps", 0, ["finetune.grad_accum_steps is 0", "an integer >= 1"]),
+        ("finetune.save_every", 0, ["finetune.save_every is 0", ">= 1"]),
+        ("finetune.log_every", -1, ["finetune.log_every is -1", ">= 1"]),
+        ("finetune.epochs", INF, ["finetune.epochs is inf", "a finite number > 0"]),
+        ("finetune.epochs", 0, ["finetune.epochs is 0", "> 0"]),
+        ("finetune.batch_size", 0, ["finetune.batch_size is 0", ">= 1"]),
+        ("finetune.learning_rate", -5e-5, ["finetune.learning_rate is -5e-05", "> 0"]),
+        ("finetune.learning_rate", "fast", ["finetune.learning_rate is 'fast'", "a finite number > 0"]),
+        ("finetune.warmup_proportion", -0.1, ["finetune.warmup_proportion is -0.1", "in [0, 1)"]),
+        ("predict.batch_size", 0, ["predict.batch_size is 0", ">= 1"]),
+        ("predict.n_best_size", 0, ["predict.n_best_size is 0", ">= 1"]),
+        ("predict.max_answer_length", 0, ["predict.max_answer_length is 0", ">= 1"]),
+        ("predict.null_score_diff_threshold", NAN, ["null_score_diff_threshold is nan", "a finite number"]),
+        ("examples.masked_lm_prob", 1.5, ["examples.masked_lm_prob is 1.5", "in (0, 1)"]),
+        ("examples.masked_lm_prob", 0, ["examples.masked_lm_prob is 0", "in (0, 1)"]),
+        ("examples.short_seq_prob", -0.1, ["examples.short_seq_prob is -0.1", "in [0, 1]"]),
+        ("examples.dupe_factor", 0, ["examples.dupe_factor is 0", ">= 1"]),
+        ("examples.phase2.max_seq_length", 4, ["examples.phase2.max_seq_length is 4", ">= 8"]),
+        ("examples.phase1.max_predictions_per_seq", 0, ["max_predictions_per_seq is 0", ">= 1"]),
         (
-            {"examples__phase1": {"max_seq_length": 128, "max_predictions_per_seq": 200}},
             "examples.phase1.max_predictions_per_seq",
+            200,
+            ["is 200", "at most examples.phase1.max_seq_length"],
+        ),
+        ("shard.num_train_shards", 0, ["shard.num_train_shards is 0", ">= 1"]),
+        ("shard.num_test_shards", -1, ["shard.num_test_shards is -1", ">= 0 (0 = no test split)"]),
+        ("shard.test_fraction", 1, ["shard.test_fraction is 1", "in [0, 1)"]),
+        ("shard.min_sentences", 0, ["shard.min_sentences is 0", ">= 1"]),
+        ("vocab.vocab_size", 50, ["vocab.vocab_size is 50", ">= 100"]),
+        ("vocab.min_frequency", 0, ["vocab.min_frequency is 0", ">= 1"]),
+        ("mixing.weights.wikipedia", -1.0, ["mixing.weights.wikipedia is -1.0", ">= 0"]),
+        ("mixing.weights", {"wikipedia": 0, "bookcorpus": 0}, ["leave out every corpus"]),
+        ("mixing.weights", {"books": 1.0}, ["mixing.weights.books names no corpus"]),
+        ("mixing.num_output_shards", 0, ["mixing.num_output_shards is 0", ">= 1"]),
+        ("distributed.nproc_per_node", 0, ["distributed.nproc_per_node is 0", ">= 1"]),
+        ("distributed.nnodes", 0, ["distributed.nnodes is 0", ">= 1"]),
+        ("benchmark.batch_size", 0, ["benchmark.batch_size is 0", ">= 1"]),
+        ("benchmark.steps", 0, ["benchmark.steps is 0", ">= 1"]),
+        ("benchmark.warmup_steps", -1, ["benchmark.warmup_steps is -1", ">= 0"]),
+        ("benchmark.dev_windows", -1, ["benchmark.dev_windows is -1", "(0 = no dev-set timing)"]),
+        ("squad.doc_stride", 0, ["squad.doc_stride is 0", ">= 1"]),
+        ("squad.doc_stride", 192, ["squad.doc_stride is 192", "less than squad.max_seq_length (192)"]),
+        ("squad.max_query_length", 189, ["squad.max_query_length is 189", "at most 188"]),
+        # YAML 1.1 booleans where text is meant
+        (
+            "pretrain.precision",
+            False,
+            ["pretrain.precision is false", BOOLEAN_TRAP, '"fp32", "bf16" or "fp16"'],
+        ),
+        ("finetune.precision", True, ["finetune.precision is true", BOOLEAN_TRAP]),
+        ("distributed.backend", False, ["distributed.backend is false", BOOLEAN_TRAP, '"nccl"']),
+        ("finetune.init", False, ["finetune.init is false", BOOLEAN_TRAP, "quote"]),
+        ("vocab.checksum", False, ["vocab.checksum is false", BOOLEAN_TRAP]),
+        ("pretrain.compile", "yes", ["pretrain.compile must be true or false, not 'yes'"]),
+        # choices
+        ("finetune.precision", "fp8", ["finetune.precision is 'fp8'; allowed: fp32, bf16, fp16"]),
+        ("mixing.mode", "blend", ["mixing.mode is 'blend'; allowed: intra, inter"]),
+        ("squad.version", 1.1, ["squad.version is 1.1; allowed: v1.1, v2.0"]),
+        (
+            "squad.sources",
+            {"v3": {"train": "a", "dev": "b"}},
+            ["squad.sources key is 'v3'; allowed: v1.1, v2.0"],
         ),
         (
-            {"pretrain__phase1": {"max_steps": -5, "batch_size": 8, "learning_rate": 0.001}},
-            "`pretrain.phase1.max_steps` must be >= 1",
+            "squad.sources",
+            {"v2.0": {"train": "a", "dev": "b"}},
+            ["squad.sources has no entry for squad.version v1.1"],
         ),
-        ({"mixing__mode": "blend"}, "`mixing.mode` is 'blend'; allowed: intra, inter"),
+        ("model.size", "huge", ["model.size is 'huge'; allowed: tiny, mini, base, large"]),
+        ("finetune.init", "bert-huge", ["finetune.init is 'bert-huge'; allowed: phase2, random, hf:<dir>"]),
+        ("finetune.init", "hf:nowhere", ["finetune.init: nowhere is not a directory"]),
+        ("vocab.source", "books", ["vocab.source is 'books'; allowed: train, google, file:<path>"]),
+        ("vocab.source", "file:missing.txt", ["vocab.source: missing.txt does not exist"]),
+        ("vocab.url", None, ["vocab.url must be a string, not null"]),
+        # keys that are not in the schema
+        ("shard.colour", "blue", ["unknown key shard.colour", "shard takes: num_train_shards"]),
+        ("finetune.epoch", 2, ["unknown key finetune.epoch; did you mean epochs?"]),
+        ("seeds", 1, ["unknown key seeds; did you mean seed?"]),
+        ("pretrain.phase1.init_optimizer_from_phase1", True, ["unknown key pretrain.phase1.init_optimizer_"]),
+        # files and lists
+        ("corpora.wikipedia.sources", ["missing/dump.xml.bz2"], ["missing/dump.xml.bz2 does not exist"]),
+        ("corpora.wikipedia.sources", [], ["corpora.wikipedia.sources is empty"]),
         (
-            {"corpora__wikipedia": {"sources": ["missing/dump.xml.bz2"]}},
-            "missing/dump.xml.bz2 does not exist",
+            "corpora.wikipedia.checksums",
+            [None, None],
+            ["corpora.wikipedia.checksums must be empty or have one"],
         ),
-        (
-            {"finetune__init": "bert-huge"},
-            "`finetune.init` is 'bert-huge'; allowed: phase2, random, hf:<dir>",
-        ),
-        ({"finetune__learning_rate": "fast"}, "`finetune.learning_rate` must be a number"),
-        ({"shard__colour": "blue"}, "unknown key `shard.colour`"),
+        ("corpora.wikipedia.sources", "params.yaml", ["corpora.wikipedia.sources must be a list"]),
+        ("finetune", [1, 2], ["finetune must be a mapping"]),
     ],
 )
-def test_invalid_params_are_rejected_naming_the_param(project, change, expected):
-    project(**change)
-    with pytest.raises(UserError) as error:
-        load_params()
-    assert expected in str(error.value)
+def test_bad_values_are_rejected_in_one_line_naming_them(project, key, value, words):
+    message = rejection(project, {key: value})
+    for word in words:
+        assert word in message
+    assert message.startswith("params.yaml: ") and "\n" not in message
 
 
-def test_invalid_params_fail_the_stage_before_any_work(project, tmp_path):
-    import subprocess
-    import sys
+def leaf_and_section_paths(node: dict, path: tuple = ()):
+    """Every key of params.yaml that the schema names, as a tuple of keys."""
+    for key, value in node.items():
+        if path not in NAMED_ENTRIES:
+            yield (*path, key)
+        if isinstance(value, dict):
+            yield from leaf_and_section_paths(value, (*path, key))
 
-    project(model__size="huge")
-    shutil.copytree(REPO / "stages", tmp_path / "stages")
-    shutil.copytree(REPO / "bert", tmp_path / "bert")
+
+def test_deleting_any_key_is_one_line_naming_it(project):
+    paths = list(leaf_and_section_paths(repo_params()))
+    assert ("finetune", "epochs") in paths and ("squad", "sources", "v1.1", "train") in paths
+    assert len(paths) > 100
+    for path in paths:
+        params = repo_params()
+        *parents, last = path
+        node = params
+        for key in parents:
+            node = node[key]
+        del node[last]
+        (project / "params.yaml").write_text(yaml.safe_dump(params))
+        with pytest.raises(UserError) as error:
+            load_params()
+        assert str(error.value) == f"params.yaml: {'.'.join(path)} is missing; {MISSING_HINT}"
+
+
+def test_several_cross_field_problems_are_all_named(project):
+    message = rejection(project, {"squad.doc_stride": 500, "finetune.init": "bert-huge"})
+    assert "squad.doc_stride is 500" in message and "finetune.init is 'bert-huge'" in message
+
+
+def test_google_vocabulary_needs_its_url(project):
+    message = rejection(project, {"vocab.source": "google", "vocab.url": ""})
+    assert message == "params.yaml: vocab.url is empty; vocab.source google downloads vocab.txt from it"
+
+
+def test_invalid_params_fail_the_stage_before_any_work(project):
+    write_params(project, {"model.size": "huge", "seed": -1})
     result = subprocess.run(
         [
             sys.executable,
@@ -101,8 +251,21 @@ def test_invalid_params_fail_the_stage_before_any_work(project, tmp_path):
         ],
         capture_output=True,
         text=True,
-        cwd=tmp_path,
+        cwd=project,
+        env={**os.environ, "PYTHONPATH": str(REPO)},
     )
     assert result.returncode == 1
-    assert "Traceback" not in result.stderr
-    assert "`model.size` is 'huge'" in result.stderr
+    assert result.stderr == "error: params.yaml: seed is -1; it must be an integer in [0, 4294967295]\n"
+
+
+def test_an_empty_or_broken_file_is_one_line(project):
+    (project / "params.yaml").write_text("")
+    with pytest.raises(
+        UserError, match=r"^params.yaml: expected the params' sections \(seed:, corpora:, ...\), not null$"
+    ):
+        load_params()
+    (project / "params.yaml").write_text("seed: [1\n")
+    with pytest.raises(UserError) as error:
+        load_params()
+    assert str(error.value).startswith("params.yaml: not valid YAML at line 2, column 1: ")
+    assert "\n" not in str(error.value)

@@ -4,17 +4,14 @@ import json
 
 import pytest
 import torch
-import yaml
 
-from tests.stage_workspace import make_workspace, run_stage
+from tests.stage_workspace import make_workspace, run_stage, set_params
 
 
 @pytest.mark.slow
 def test_phase1_phase2_export(tmp_path):
     root = make_workspace(tmp_path)
-    params = yaml.safe_load((root / "params.yaml").read_text())
-    params["pretrain"]["phase2"]["init_optimizer_from_phase1"] = True
-    (root / "params.yaml").write_text(yaml.safe_dump(params))
+    set_params(root, {"pretrain.phase2.init_optimizer_from_phase1": True})
     for args in (["stages.pretrain", "phase1"], ["stages.pretrain", "phase2"], ["stages.export_hf"]):
         result = run_stage(root, *args)
         assert result.returncode == 0, result.stderr[-3000:]

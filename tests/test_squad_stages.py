@@ -10,9 +10,9 @@ from pathlib import Path
 
 import pytest
 import torch
-import yaml
 
 from bert.modeling import BertConfig, BertForQuestionAnswering
+from tests.stage_workspace import set_params, write_params
 
 REPO = Path(__file__).resolve().parents[1]
 SAMPLE = REPO / "data/sample/squad"
@@ -26,15 +26,14 @@ def subset(source: Path, target: Path, articles: int) -> None:
 
 
 def make_project(root: Path, vocab_file: Path, version: str) -> Path:
-    params = yaml.safe_load((REPO / "params.yaml").read_text())
-    for corpus in params["corpora"].values():  # these stages do not read them; they must exist
-        corpus["sources"] = ["params.yaml"]
-    params["squad"].update(version=version, max_seq_length=64, doc_stride=32, max_query_length=16)
-    params["finetune"].update(init="hf:init", epochs=1, batch_size=4, log_every=1, save_every=2)
-    params["predict"].update(batch_size=8)
-    params["benchmark"].update(batch_size=2, seq_length=32, warmup_steps=0, steps=2, dev_windows=16)
     root.mkdir(parents=True)
-    (root / "params.yaml").write_text(yaml.safe_dump(params))
+    squad = {"version": version, "max_seq_length": 64, "doc_stride": 32, "max_query_length": 16}
+    finetune = {"init": "hf:init", "epochs": 1, "batch_size": 4, "log_every": 1, "save_every": 2}
+    benchmark = {"batch_size": 2, "seq_length": 32, "warmup_steps": 0, "steps": 2, "dev_windows": 16}
+    write_params(root, {**{f"squad.{key}": value for key, value in squad.items()},
+                        **{f"finetune.{key}": value for key, value in finetune.items()},
+                        **{f"benchmark.{key}": value for key, value in benchmark.items()},
+                        "predict.batch_size": 8})  # fmt: skip
     subset(SAMPLE / version / f"train-{version}.json", root / "data/squad/train.json", articles=8)
     subset(SAMPLE / version / f"dev-{version}.json", root / "data/squad/dev.json", articles=3)
     torch.manual_seed(0)
@@ -42,12 +41,6 @@ def make_project(root: Path, vocab_file: Path, version: str) -> Path:
                         num_attention_heads=2, intermediate_size=32, max_position_embeddings=64)  # fmt: skip
     BertForQuestionAnswering(config).save_pretrained(root / "init", vocab_file=vocab_file, lower_case=True)
     return root
-
-
-def set_params(root: Path, section: str, **values) -> None:
-    params = yaml.safe_load((root / "params.yaml").read_text())
-    params[section].update(values)
-    (root / "params.yaml").write_text(yaml.safe_dump(params))
 
 
 def run(root: Path, module: str, *args: str) -> subprocess.CompletedProcess:
@@ -114,11 +107,11 @@ def test_finetune_resumes_and_benchmark(tmp_path, uncased_vocab):
     assert (root / "data/models/squad/model.safetensors").read_bytes() == first
 
     # Another way of running the finished run (`dvc exp run -S finetune.unpad=true`) trains it again.
-    set_params(root, "finetune", unpad=True)
+    set_params(root, {"finetune.unpad": True})
     variant = run(root, "stages.finetune_squad")
     assert "finished with other settings (unpad False -> True); training it again" in variant.stderr
     assert "resumed from step" not in variant.stderr
-    set_params(root, "finetune", unpad=False)
+    set_params(root, {"finetune.unpad": False})
 
     # New initial weights of the same shape (say, pretraining ran again) start afresh.
     initial = root / "init/model.safetensors"
@@ -148,9 +141,7 @@ def test_finetune_resumes_and_benchmark(tmp_path, uncased_vocab):
 
 def test_missing_init_is_one_clear_line(tmp_path, uncased_vocab):
     root = make_project(tmp_path / "project", uncased_vocab, "v1.1")
-    params = yaml.safe_load((root / "params.yaml").read_text())
-    params["finetune"]["init"] = "random"  # needs data/models/hf, which this project lacks
-    (root / "params.yaml").write_text(yaml.safe_dump(params))
+    set_params(root, {"finetune.init": "random"})  # needs data/models/hf, which this project lacks
     env = {**os.environ, "PYTHONPATH": str(REPO)}
     done = subprocess.run(
         [sys.executable, "-m", "stages.finetune_squad"], cwd=root, env=env, capture_output=True, text=True
@@ -304,7 +295,7 @@ def test_unpadded_fine_tuning_trains_the_same_model(tmp_path, uncased_vocab):
         init = BertForQuestionAnswering.from_pretrained(root / "init")
         init.config.hidden_dropout_prob = init.config.attention_probs_dropout_prob = 0.0
         init.save_pretrained(root / "init", vocab_file=uncased_vocab, lower_case=True)
-        set_params(root, "finetune", unpad=unpad)
+        set_params(root, {"finetune.unpad": unpad})
         log = run(root, "stages.finetune_squad").stderr
         assert ("encoder on packed real tokens" in log) == unpad
         trained[unpad] = load_file(root / "data/models/squad/model.safetensors")

@@ -15,6 +15,8 @@ from pathlib import Path
 import pytest
 import yaml
 
+from tests.stage_workspace import set_params
+
 pytestmark = pytest.mark.slow
 
 REPO = Path(__file__).resolve().parents[1]
@@ -88,8 +90,7 @@ def test_repro_is_complete_then_a_noop_then_reruns_exactly_the_dependents(clone)
     assert stages_run(second.stdout) == []
     assert "up to date" in second.stdout.lower()
 
-    params = (clone / "params.yaml").read_text()
-    (clone / "params.yaml").write_text(params.replace("n_best_size: 20", "n_best_size: 10"))
+    set_params(clone, {"predict.n_best_size": 10})
     third = dvc("repro", cwd=clone)
     assert stages_run(third.stdout) == ["predict_squad", "evaluate_squad"]
     run(["git", "checkout", "params.yaml", "dvc.lock", "metrics"], cwd=clone)

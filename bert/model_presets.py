@@ -1,0 +1,22 @@
+"""BERT's model sizes by name, and the config.json that a size which is not a name points to.
+
+Kept apart from bert/modeling.py, and free of torch, because stages/params.py checks `model.size`
+for every stage: the data stages then neither import torch nor rerun when the model code changes.
+"""
+
+from pathlib import Path
+
+# All presets keep BERT's head size of 64.
+PRESETS = {
+    "tiny": dict(num_hidden_layers=2, hidden_size=128, num_attention_heads=2, intermediate_size=512),
+    "mini": dict(num_hidden_layers=4, hidden_size=256, num_attention_heads=4, intermediate_size=1024),
+    "base": dict(num_hidden_layers=12, hidden_size=768, num_attention_heads=12, intermediate_size=3072),
+    "large": dict(num_hidden_layers=24, hidden_size=1024, num_attention_heads=16, intermediate_size=4096),
+}
+
+
+def config_file(size: str | Path) -> Path:
+    """The Hugging Face config.json that a size other than a preset name means: the path itself, or
+    the config.json inside it when it is a folder (a Hugging Face model directory)."""
+    path = Path(size)
+    return path / "config.json" if path.is_dir() else path
