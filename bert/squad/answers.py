@@ -82,17 +82,13 @@ def postprocess(
     predictions, nbest_json, null_odds = {}, {}, {}
     for i, example in enumerate(examples):
         lo, hi = bounds[i], bounds[i + 1]
-        candidates = (  # by falling score, ties in window order; made as the n-best list reads them
-            (
-                score[c],
-                Span(
-                    example.context[first_char[c] : end_char[c]], float(start_logit[c]), float(end_logit[c])
-                ),
-            )
-            for c in lo + np.argsort(-score[lo:hi], kind="stable")
+        ranked = lo + np.argsort(-score[lo:hi], kind="stable")  # ties in window order
+        spans = (  # made only as far as the n-best list reads them
+            Span(example.context[first_char[c] : end_char[c]], float(start_logit[c]), float(end_logit[c]))
+            for c in ranked
         )
         null = null_answer(start_logits, end_logits, windows_of[i]) if version_2 else None
-        nbest = n_best(candidates, n_best_size, null)
+        nbest = n_best(zip(score[ranked], spans), n_best_size, null)
         totals = np.array([span.score for span in nbest], dtype=np.float64)
         probabilities = np.exp(totals - totals.max())
         probabilities /= probabilities.sum()
@@ -118,9 +114,9 @@ def postprocess(
 def n_best(
     candidates: Iterable[tuple[float, Span]], n_best_size: int, null: Span | None = None
 ) -> list[Span]:
-    """The n-best list of a question from its candidate spans (best first, each with its score):
-    each text once, and for SQuAD 2.0 (`null` given) the null answer at its rank among them, or
-    last when `n_best_size` spans outscore it: it is always listed."""
+    """The n-best list of a question from its candidate spans, best first, each with the (float32)
+    score they were ranked by: each text once, and for SQuAD 2.0 (`null` given) the null answer
+    at its rank among them, or last when `n_best_size` spans outscore it: it is always listed."""
     nbest, seen = [], set()
     null_pending = null is not None
     for score, span in candidates:
