@@ -78,12 +78,13 @@ def main() -> None:
                "precision": args.precision, "device": args.device, "threads": torch.get_num_threads()}  # fmt: skip
     compare = not args.no_transformers
     if args.squad:
+        vocab = Path(args.vocab) if args.vocab else directory / "vocab.txt"
+        if not vocab.is_file():
+            parser.error(f"{vocab}: no vocabulary; pass --vocab")
         if args.vocab:
-            tokenizer = load_tokenizer(args.vocab, lower_case=not args.cased)
-        elif (directory / "vocab.txt").is_file():
-            tokenizer, _ = load_tokenizer_from_dir(directory)
+            tokenizer = load_tokenizer(vocab, lower_case=not args.cased)
         else:
-            parser.error(f"{directory / 'vocab.txt'}: no vocabulary; pass --vocab")
+            tokenizer, _ = load_tokenizer_from_dir(directory)
         features = dev_windows(
             args.squad, tokenizer, args.seq_len, args.doc_stride, args.max_query_length, args.windows
         )
