@@ -7,9 +7,9 @@ hand, as one JSON file and a Markdown table like NVIDIA's README tables.
     python bench/report.py --quick              # tiny model, batch 2, one step: a smoke run (seconds)
 
 Each figure comes from the benchmark that owns it: bench/pretrain_step.py (one full pretraining
-step with LAMB, the fastest of --rounds rounds), bench/squad_train.py (a fine-tuning step with
-AdamW, clipping included) and bench/squad_inference.py (forward only). Sequences are full length
-(no padding), so the figures are those of the model, not of the data's length mix. MFU is model
+step with LAMB, the fastest of --rounds rounds) and bert/squad/benchmark.py (a fine-tuning step
+with AdamW, clipping included; the forward alone). Sequences are full length (no padding), so
+the figures are those of the model, not of the data's length mix. MFU is model
 FLOPs (bert.modeling.training_flops_per_sequence for pretraining; for SQuAD the encoder on every
 token, bert.modeling.encoder_forward_flops, x3 for training) over time and the GPU's dense peak for the precision; on a CPU it is left blank.
 Default batch sizes per device: --batch-phase1 etc. override them.
@@ -17,8 +17,6 @@ Default batch sizes per device: --batch-phase1 etc. override them.
 
 import argparse
 import datetime
-import json
-import os
 import platform
 import sys
 from pathlib import Path
@@ -28,13 +26,13 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run from anywhere in the repo
 
 from bench import pretrain_step  # noqa: E402
-from bench.squad_inference import random_inputs, time_inference  # noqa: E402
-from bench.squad_train import time_training  # noqa: E402
+from bert.atomic import atomic_file, write_json  # noqa: E402
 from bert.modeling import (  # noqa: E402
     BertConfig,
     BertForQuestionAnswering,
     encoder_forward_flops,
 )
+from bert.squad.benchmark import random_inputs, time_inference, time_training  # noqa: E402
 
 TASKS = ("phase1", "phase2", "squad_finetune", "squad_inference")
 SEQ_LEN = {"phase1": 128, "phase2": 512, "squad_finetune": 384, "squad_inference": 384}
@@ -195,19 +193,13 @@ def markdown(report: dict) -> str:
     return "\n".join(lines) + "\n"
 
 
-def write_atomic(path: Path, text: str) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    temp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
-    temp.write_text(text)
-    os.replace(temp, path)
-
-
 def main(argv=None) -> dict:
     args = parse_args(argv)
     report = run(args)
     table = markdown(report)
-    write_atomic(args.out_dir / "report.json", json.dumps(report, indent=2) + "\n")
-    write_atomic(args.out_dir / "report.md", table)
+    write_json(args.out_dir / "report.json", report)
+    with atomic_file(args.out_dir / "report.md") as tmp:
+        tmp.write_text(table, encoding="utf-8")
     print(f"\n{table}\nwrote {args.out_dir / 'report.json'} and {args.out_dir / 'report.md'}")
     return report
 

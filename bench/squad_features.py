@@ -19,7 +19,9 @@ from pathlib import Path
 
 import numpy as np
 
-from bert.squad import Answer, SquadExample, load_examples, make_features, postprocess
+from bert.squad.answers import postprocess
+from bert.squad.dataset import Answer, SquadExample, load_examples
+from bert.squad.features import make_features
 from bert.tokenization import load_tokenizer
 
 

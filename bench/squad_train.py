@@ -15,66 +15,24 @@ gradient clipping, AdamW), as NVIDIA's finetune_train_benchmark measures it.
   epoch, and windows/s of training steps on `--steps` batches spread evenly over the epoch, the
   variants taking turns step by step (a shared machine slows all alike); the fastest of
   `--rounds` rounds counts. `--steps` at least the epoch's batches times them all.
+
+The training step and the full-length timing live in bert/squad/benchmark.py (the benchmark
+stage runs them too).
 """
 
 import argparse
 import json
-import time
 
 import numpy as np
 import torch
 
 from bench.padding import padding_waste, to_full_length
-from bench.squad_inference import PRECISIONS, _sync, dev_windows, random_inputs
 from bert.finetune import QuestionAnsweringBatches
 from bert.modeling import BertConfig, BertForQuestionAnswering
-from bert.optim import build_optimizer
-from bert.squad import SquadFeatures
+from bert.precision import AUTOCAST_DTYPES
+from bert.squad.benchmark import TrainingStep, dev_windows, time_training
+from bert.squad.features import SquadFeatures
 from bert.tokenization import load_tokenizer
-
-
-class TrainingStep:
-    """One fine-tuning step as finetune_squad takes it (bert.training.train): autocast forward,
-    QA loss, (scaled) backward, gradient clipping at 1.0, AdamW."""
-
-    def __init__(self, model: BertForQuestionAnswering, precision: str = "fp32"):
-        self.model = model.train()
-        self.device = next(model.parameters()).device
-        self.amp_dtype = PRECISIONS[precision]
-        self.scaler = torch.amp.GradScaler(self.device.type, enabled=precision == "fp16")
-        self.optimizer = build_optimizer(model, "adamw", 3e-5, 0.01, fused=True)
-
-    def __call__(self, batch: dict) -> float:
-        """Runs the step on `batch` and returns its seconds (the device synchronised)."""
-        _sync(self.device)
-        started = time.perf_counter()
-        with torch.autocast(self.device.type, dtype=self.amp_dtype, enabled=self.amp_dtype is not None):
-            loss = self.model(**batch).loss
-        self.scaler.scale(loss).backward()
-        self.scaler.unscale_(self.optimizer)
-        torch.nn.utils.clip_grad_norm_(self.model.parameters(), 1.0)
-        self.scaler.step(self.optimizer)
-        self.scaler.update()
-        self.optimizer.zero_grad(set_to_none=True)
-        _sync(self.device)
-        return time.perf_counter() - started
-
-
-def time_training(model: BertForQuestionAnswering, batch_size: int, seq_len: int, steps: int, warmup: int,
-                  precision: str = "fp32") -> dict:  # fmt: skip
-    """sequences/s of `steps` timed training steps after `warmup` untimed ones (the model changes)."""
-    device = next(model.parameters()).device
-    step = TrainingStep(model, precision)
-    inputs = random_inputs(model.config.vocab_size, batch_size, seq_len, device)
-    generator = torch.Generator().manual_seed(1)
-    inputs["start_positions"] = torch.randint(seq_len // 4, seq_len, (batch_size,), generator=generator).to(
-        device
-    )
-    inputs["end_positions"] = inputs["start_positions"]
-    for _ in range(warmup):
-        step(inputs)
-    seconds = sum(step(inputs) for _ in range(steps))
-    return {"sequences_per_second": batch_size * steps / seconds}
 
 
 def benchmark_window_training(
@@ -140,7 +98,7 @@ def main() -> None:
     parser.add_argument("--vocab-size", type=int, default=30522)
     parser.add_argument("--batch", type=int, default=8)
     parser.add_argument("--seq-len", type=int, default=384)
-    parser.add_argument("--precision", choices=list(PRECISIONS), default="fp32")
+    parser.add_argument("--precision", choices=list(AUTOCAST_DTYPES), default="fp32")
     parser.add_argument("--steps", type=int, default=5)
     parser.add_argument("--warmup", type=int, default=2)
     parser.add_argument("--threads", type=int)

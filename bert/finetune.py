@@ -1,4 +1,4 @@
-"""SQuAD fine-tuning and inference glue between `bert.squad` (features) and `bert.training` (the loop).
+"""SQuAD fine-tuning glue between `bert.squad.features` (the windows) and `bert.training` (the loop).
 
 - `QuestionAnsweringBatches`: the windows of `SquadFeatures` as shuffled micro-batches of tensors,
   one rank's share of each global batch, reshuffled every epoch from (seed, epoch), resumable at a
@@ -7,43 +7,21 @@
   pretraining loader does): SQuAD's windows fill about half of 384 tokens, but a
   random batch of 32 almost always holds one full window, so cutting alone saves little.
 - `question_answering_loss`: the loss function `bert.training.train` calls.
-- `predict_logits`: batched inference over features, under `torch.inference_mode`.
-- `model_tokenizer`: the tokenizer a Hugging Face BERT directory was trained with.
 """
 
 import logging
 import math
-from pathlib import Path
 
 import numpy as np
 import torch
-from tokenizers import Tokenizer
 from torch import nn
-from tqdm import tqdm
 
 from bert.binning import BIN_WINDOW, bin_by_length
-from bert.predict import read_lower_case
-from bert.squad import SquadFeatures
-from bert.tokenization import load_tokenizer
+from bert.squad.features import SquadFeatures, trimmed_length
 
 log = logging.getLogger(__name__)
 
 TRAINING_ARRAYS = ("input_ids", "token_type_ids", "attention_mask", "start_positions", "end_positions")
-
-
-def model_tokenizer(directory: str | Path, default_lower_case: bool = True) -> tuple[Tokenizer, bool]:
-    """The tokenizer of a Hugging Face BERT directory: its vocab.txt, lower-cased as its
-    tokenizer_config.json's `do_lower_case` says (`default_lower_case` when it does not say)."""
-    directory = Path(directory)
-    has_config = (directory / "tokenizer_config.json").is_file()
-    lower_case = read_lower_case(directory) if has_config else default_lower_case
-    return load_tokenizer(directory / "vocab.txt", lower_case=lower_case), lower_case
-
-
-def trimmed_length(attention_mask: np.ndarray) -> int:
-    """The length of the longest sequence in a batch (1 at least)."""
-    used = np.flatnonzero(attention_mask.any(axis=0))
-    return int(used[-1]) + 1 if len(used) else 1
 
 
 class QuestionAnsweringBatches:
@@ -141,37 +119,3 @@ def question_answering_loss(model: nn.Module, batch: dict) -> tuple[torch.Tensor
         "padding_waste": (mask.numel() - mask.sum(), mask.numel()),
     }
     return out.loss, stats
-
-
-def predict_logits(
-    model: nn.Module,
-    features: SquadFeatures,
-    batch_size: int = 64,
-    device: torch.device | str = "cpu",
-    precision: str = "fp32",
-    progress: bool = True,
-) -> tuple[np.ndarray, np.ndarray]:
-    """Start and end logits [F, S] (float32) of every window, in the features' order. The windows
-    run longest first in batches of similar length, each batch cut to its longest window, so the
-    model spends (almost) no time on padding; the positions past a window's batch length get -inf."""
-    device = torch.device(device)
-    amp_dtype = {"fp32": None, "bf16": torch.bfloat16, "fp16": torch.float16}[precision]
-    num_features, seq_len = features.input_ids.shape
-    start_logits = np.full((num_features, seq_len), -np.inf, dtype=np.float32)
-    end_logits = np.full((num_features, seq_len), -np.inf, dtype=np.float32)
-    longest_first = np.argsort(-features.attention_mask.sum(1), kind="stable")
-    model.eval()
-    batches = range(0, num_features, batch_size)
-    with torch.inference_mode():
-        for first in tqdm(batches, desc="predict", unit="batch", disable=not progress):
-            rows = np.sort(longest_first[first : first + batch_size])  # sorted rows: faster gathers
-            length = trimmed_length(features.attention_mask[rows])
-            inputs = {
-                name: torch.from_numpy(getattr(features, name)[rows, :length]).long().to(device)
-                for name in ("input_ids", "token_type_ids", "attention_mask")
-            }
-            with torch.autocast(device.type, dtype=amp_dtype, enabled=amp_dtype is not None):
-                out = model(**inputs)
-            start_logits[rows, :length] = out.start_logits.float().cpu().numpy()
-            end_logits[rows, :length] = out.end_logits.float().cpu().numpy()
-    return start_logits, end_logits

@@ -50,6 +50,21 @@ def load_tokenizer(vocab_file: str | Path, lower_case: bool = True) -> Tokenizer
     return tokenizer
 
 
+def load_tokenizer_from_dir(directory: str | Path, default_lower_case: bool = True) -> tuple[Tokenizer, bool]:
+    """The tokenizer of a folder with vocab.txt (a Hugging Face BERT directory, the vocab stage's
+    output) and whether it lower-cases: as its tokenizer_config.json's `do_lower_case` says, BERT's
+    default True when the file lacks the key, `default_lower_case` when there is no such file."""
+    directory = Path(directory)
+    lower_case = default_lower_case
+    config = directory / "tokenizer_config.json"
+    if config.is_file():
+        try:
+            lower_case = bool(json.loads(config.read_text(encoding="utf-8")).get("do_lower_case", True))
+        except (json.JSONDecodeError, UnicodeDecodeError, AttributeError) as error:
+            raise UserError(f"{config}: not a JSON object ({error})") from None
+    return load_tokenizer(directory / "vocab.txt", lower_case), lower_case
+
+
 def _bert_tokenizer_without_vocab(lower_case: bool) -> Tokenizer:
     tokenizer = Tokenizer(WordPiece(unk_token="[UNK]", max_input_chars_per_word=100))
     tokenizer.normalizer = normalizers.BertNormalizer(

@@ -11,18 +11,16 @@ padded to squad.max_seq_length as its run_qa example does, and with dynamic padd
 """
 
 import importlib.util
-import json
 import logging
-import os
 from pathlib import Path
 
 import torch
 
-from bench.squad_inference import benchmark_dev_inference, benchmark_inference, dev_windows
-from bench.squad_train import time_training
+from bert.atomic import write_json
 from bert.errors import UserError, run_main
-from bert.finetune import model_tokenizer
 from bert.modeling import BertForQuestionAnswering
+from bert.squad.benchmark import benchmark_dev_inference, benchmark_inference, dev_windows, time_training
+from bert.tokenization import load_tokenizer_from_dir
 from stages.params import load_params
 
 log = logging.getLogger("benchmark")
@@ -62,16 +60,13 @@ def main() -> None:
         metrics["inference_speedup_vs_transformers"] = inference["speedup"]
     if spec.dev_windows:
         squad = params.squad
-        tokenizer, _ = model_tokenizer(MODEL_DIR, params.vocab.lower_case)
+        tokenizer, _ = load_tokenizer_from_dir(MODEL_DIR, params.vocab.lower_case)
         windows = dev_windows(DEV_FILE, tokenizer, squad.max_seq_length, squad.doc_stride,
                               squad.max_query_length, spec.dev_windows)  # fmt: skip
         metrics["dev_inference"] = benchmark_dev_inference(
             MODEL_DIR, windows, spec.batch_size, precision=precision, device=device, compare=compare
         )
-    METRICS_FILE.parent.mkdir(parents=True, exist_ok=True)
-    temp = METRICS_FILE.with_name(f".{METRICS_FILE.name}.tmp")
-    temp.write_text(json.dumps(metrics, indent=2) + "\n")
-    os.replace(temp, METRICS_FILE)
+    write_json(METRICS_FILE, metrics)
     log.info("train %.1f seq/s; inference %.1f seq/s (%.2fx transformers) -> %s",
              metrics["train_sequences_per_second"], inference["ours"]["sequences_per_second"],
              inference.get("speedup", float("nan")), METRICS_FILE)  # fmt: skip

@@ -8,13 +8,13 @@ null_odds.json]` prints (the official evaluate-v1.1.py / evaluate-v2.0.py figure
 and F1 for `dvc metrics diff` across versions; plus `version`.
 """
 
-import json
 import logging
-import os
 from pathlib import Path
 
+from bert.atomic import write_json
 from bert.errors import UserError, run_main
-from bert.squad import dataset_version, evaluate, read_json
+from bert.squad.dataset import dataset_version, read_json
+from bert.squad.evaluation import evaluate
 
 log = logging.getLogger("evaluate_squad")
 DEV_FILE = Path("data/squad/dev.json")
@@ -40,10 +40,7 @@ def squad_metrics(dev_file: Path, predictions_dir: Path) -> dict:
 
 def main() -> None:
     metrics = squad_metrics(DEV_FILE, PREDICTIONS_DIR)
-    METRICS_FILE.parent.mkdir(parents=True, exist_ok=True)
-    temp = METRICS_FILE.with_name(f".{METRICS_FILE.name}.tmp")
-    temp.write_text(json.dumps(metrics, indent=2) + "\n")
-    os.replace(temp, METRICS_FILE)
+    write_json(METRICS_FILE, metrics)
     log.info("SQuAD %s, %d questions: EM %.2f, F1 %.2f -> %s", metrics["version"], metrics["questions"],
              metrics["exact_match"], metrics["f1"], METRICS_FILE)  # fmt: skip
 

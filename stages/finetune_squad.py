@@ -19,10 +19,12 @@ import torch.distributed as dist
 from bert.checkpoints import file_sha256, run_signature
 from bert.distributed import relaunch_under_torchrun, setup_distributed
 from bert.errors import UserError, run_main
-from bert.finetune import QuestionAnsweringBatches, model_tokenizer, question_answering_loss, steps_for_epochs
+from bert.finetune import QuestionAnsweringBatches, question_answering_loss, steps_for_epochs
 from bert.modeling import BertConfig, BertForQuestionAnswering
 from bert.optim import build_optimizer, warmup_poly_schedule
-from bert.squad import load_examples, make_features
+from bert.squad.dataset import load_examples
+from bert.squad.features import make_features
+from bert.tokenization import load_tokenizer_from_dir
 from bert.training import TrainConfig, train
 from stages.params import load_params
 
@@ -66,7 +68,7 @@ def init_directory(init: str, weights: dict) -> Path:
 def finetune(params, distributed) -> None:
     spec, squad = params.finetune, params.squad
     source = init_directory(spec.init, params.weights)
-    tokenizer, lower_case = model_tokenizer(source, params.vocab.lower_case)
+    tokenizer, lower_case = load_tokenizer_from_dir(source, params.vocab.lower_case)
     vocab_size = tokenizer.get_vocab_size()
 
     torch.manual_seed(spec.seed)  # the same fresh weights (QA head, or all for `random`) on every rank

@@ -6,18 +6,20 @@ data/models/squad + data/squad/dev.json -> data/predictions/{predictions.json, n
 and for v2.0 null_odds.json} (null score minus the best span's score, per question), with predict.*.
 """
 
-import json
 import logging
 import time
 from pathlib import Path
 
 import torch
 
-from bert.atomic import atomic_folder
+from bert.atomic import atomic_folder, write_json
 from bert.errors import UserError, run_main
-from bert.finetune import model_tokenizer, predict_logits
 from bert.modeling import BertForQuestionAnswering
-from bert.squad import dataset_version, load_examples, make_features, postprocess, read_json
+from bert.squad.answers import postprocess
+from bert.squad.dataset import dataset_version, load_examples, read_json
+from bert.squad.features import make_features
+from bert.squad.predict import predict_logits
+from bert.tokenization import load_tokenizer_from_dir
 from stages.params import load_params
 
 log = logging.getLogger("predict_squad")
@@ -31,7 +33,7 @@ def main() -> None:
     if not (MODEL_DIR / "config.json").is_file():
         raise UserError(f"{MODEL_DIR}: no model; run the finetune_squad stage first")
     version = dataset_version(read_json(DEV_FILE))
-    tokenizer, _ = model_tokenizer(MODEL_DIR, params.vocab.lower_case)
+    tokenizer, _ = load_tokenizer_from_dir(MODEL_DIR, params.vocab.lower_case)
     model = BertForQuestionAnswering.from_pretrained(MODEL_DIR)
     device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
     model.to(device)
@@ -69,9 +71,7 @@ def write_folder(directory: Path, files: dict[str, object]) -> None:
     is complete or absent, never half-written (and a v1.1 run leaves no stale null_odds.json)."""
     with atomic_folder(directory) as staging:
         for name, content in files.items():
-            with open(staging / name, "w", encoding="utf-8") as file:
-                json.dump(content, file, indent=2, ensure_ascii=False)
-                file.write("\n")
+            write_json(staging / name, content)
 
 
 if __name__ == "__main__":

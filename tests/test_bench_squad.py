@@ -10,7 +10,7 @@ import pytest
 
 from bench.squad_like import MIN_PARAGRAPH_CHARS, squad_like
 from bert.corpus.documents import DocumentWriter
-from bert.squad import examples_from_json
+from bert.squad.dataset import examples_from_json
 
 REPO = Path(__file__).resolve().parents[1]
 SHARED_DUMP = REPO.parent / "shared/data/enwiki-sample-70pages.xml.bz2"

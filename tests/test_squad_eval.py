@@ -1,4 +1,4 @@
-"""Official SQuAD v1.1 / v2.0 evaluation (bert.squad.evaluate and `python -m bert.squad`), hand-computed."""
+"""Official SQuAD v1.1 / v2.0 evaluation (bert.squad.evaluation and `python -m bert.squad`), hand-computed."""
 
 import json
 import subprocess
@@ -6,8 +6,8 @@ import sys
 
 import pytest
 
-from bert.errors import UserError
-from bert.squad import evaluate, exact_match_score, f1_score, main, normalize_answer
+from bert.errors import UserError, run_main
+from bert.squad.evaluation import evaluate, exact_match_score, f1_score, main, normalize_answer
 
 V2_KEYS = [
     "exact",
@@ -165,5 +165,5 @@ def test_cli_bad_input_is_one_line_without_traceback(tmp_path):
     ]
     (tmp_path / "bad.json").write_text(json.dumps({"data": [{"paragraphs": [{"qas": [{"question": "?"}]}]}]}))
     with pytest.raises(SystemExit) as exit_info:
-        main([str(tmp_path / "bad.json"), str(tmp_path / "pred.json")])
+        run_main(lambda: main([str(tmp_path / "bad.json"), str(tmp_path / "pred.json")]))
     assert exit_info.value.code == 1

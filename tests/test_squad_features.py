@@ -1,4 +1,4 @@
-"""SQuAD loading, windowed features and post-processing (bert/squad.py)."""
+"""SQuAD loading, windowed features and post-processing (bert/squad/dataset.py, features.py, answers.py)."""
 
 import bz2
 import json
@@ -10,15 +10,9 @@ import numpy as np
 import pytest
 
 from bert.errors import UserError
-from bert.squad import (
-    Answer,
-    SquadExample,
-    dataset_version,
-    load_examples,
-    make_features,
-    postprocess,
-    window_starts,
-)
+from bert.squad.answers import postprocess
+from bert.squad.dataset import Answer, SquadExample, dataset_version, load_examples
+from bert.squad.features import make_features, window_starts
 from bert.tokenization import load_tokenizer
 
 # Contexts with the text SQuAD really has: accents (precomposed and decomposed), curly quotes,

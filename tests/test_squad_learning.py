@@ -14,10 +14,14 @@ import random
 import numpy as np
 import torch
 
-from bert.finetune import QuestionAnsweringBatches, predict_logits, question_answering_loss, steps_for_epochs
+from bert.finetune import QuestionAnsweringBatches, question_answering_loss, steps_for_epochs
 from bert.modeling import BertConfig, BertForQuestionAnswering
 from bert.optim import build_optimizer, warmup_poly_schedule
-from bert.squad import Answer, SquadExample, evaluate, make_features, postprocess
+from bert.squad.answers import postprocess
+from bert.squad.dataset import Answer, SquadExample
+from bert.squad.evaluation import evaluate
+from bert.squad.features import make_features
+from bert.squad.predict import predict_logits
 from bert.tokenization import SPECIAL_TOKENS, load_tokenizer
 from bert.training import TrainConfig, train
 

@@ -152,7 +152,7 @@ def test_missing_init_is_one_clear_line(tmp_path, uncased_vocab):
 
 def test_batches_split_ranks_reshuffle_epochs_and_resume():
     from bert.finetune import QuestionAnsweringBatches, steps_for_epochs
-    from bert.squad import SquadFeatures
+    from bert.squad.features import SquadFeatures
 
     num, seq = 23, 10
     lengths = 3 + torch.arange(num) % 6
@@ -181,8 +181,8 @@ def test_batches_split_ranks_reshuffle_epochs_and_resume():
 
 
 def test_prediction_runs_longest_first_in_trimmed_batches_and_keeps_the_order():
-    from bert.finetune import predict_logits
-    from bert.squad import SquadFeatures
+    from bert.squad.features import SquadFeatures
+    from bert.squad.predict import predict_logits
 
     num, seq = 11, 24
     lengths = torch.tensor([5, 24, 9, 17, 6, 24, 12, 7, 20, 8, 15])
@@ -214,7 +214,7 @@ def test_prediction_runs_longest_first_in_trimmed_batches_and_keeps_the_order():
 
 
 def _windows(lengths: list[int], seq: int, seed: int = 0):
-    from bert.squad import SquadFeatures
+    from bert.squad.features import SquadFeatures
 
     lengths = torch.tensor(lengths)
     num = len(lengths)

@@ -1,4 +1,4 @@
-"""`python -m bert.predict`: one question, one context, a Hugging Face QA directory."""
+"""`python -m bert.squad.ask`: one question, one context, a Hugging Face QA directory."""
 
 import json
 import subprocess
@@ -7,8 +7,9 @@ import sys
 import pytest
 import torch
 
+from bert.errors import run_main
 from bert.modeling import BertConfig, BertForQuestionAnswering
-from bert.predict import main
+from bert.squad.ask import main
 
 CONTEXT = (
     "Zoë Saldaña’s café in São Paulo opened in 1998. “Le Petit Café” was its name, and it’s still there."
@@ -38,7 +39,7 @@ def test_cli_prints_an_answer_from_the_context(tiny_qa_dir):
         [
             sys.executable,
             "-m",
-            "bert.predict",
+            "bert.squad.ask",
             "--model",
             str(tiny_qa_dir),
             "--question",
@@ -110,7 +111,7 @@ def test_allow_no_answer_lists_the_null_answer(tiny_qa_dir, capsys):
 
 def test_bad_model_dir_is_one_line(tmp_path, capsys):
     with pytest.raises(SystemExit) as exit_info:
-        main(["--model", str(tmp_path / "missing"), "--question", "?", "--context", "text"])
+        run_main(lambda: main(["--model", str(tmp_path / "missing"), "--question", "?", "--context", "text"]))
     assert exit_info.value.code == 1
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and err[0].startswith("error: ") and "missing" in err[0]

@@ -1,0 +1,118 @@
+"""A SQuAD v1.1 / v2.0 file: the official nested JSON (data[].paragraphs[].qas[]) read into
+`SquadExample`s, each answer checked against its context, and the file's version."""
+
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from bert.errors import UserError
+
+
+@dataclass(frozen=True)
+class Answer:
+    text: str
+    start: int  # character offset of `text` in the context
+
+    @property
+    def end(self) -> int:
+        return self.start + len(self.text)
+
+
+@dataclass
+class SquadExample:
+    qid: str
+    title: str
+    question: str
+    context: str
+    answers: list[Answer]  # empty for v2.0's unanswerable questions
+    is_impossible: bool = False
+    plausible_answers: list[Answer] = field(default_factory=list)  # v2.0, for unanswerable ones
+
+
+def read_json(path: str | Path) -> dict:
+    path = Path(path)
+    try:
+        with open(path, encoding="utf-8") as file:
+            return json.load(file)
+    except FileNotFoundError:
+        raise UserError(f"{path}: file not found") from None
+    except (json.JSONDecodeError, UnicodeDecodeError) as error:
+        raise UserError(f"{path}: not a JSON file ({error})") from None
+
+
+def dataset_version(path_or_json: str | Path | dict) -> str:
+    """'v1.1' or 'v2.0'. The file's `version` field decides ("1.1", "v2.0"); without one, a file
+    whose questions carry `is_impossible` is v2.0."""
+    dataset = path_or_json if isinstance(path_or_json, dict) else read_json(path_or_json)
+    version = str(dataset.get("version", "")).lstrip("v")
+    if version.startswith("2"):
+        return "v2.0"
+    if version.startswith("1"):
+        return "v1.1"
+    for article in dataset.get("data", []):
+        for paragraph in article.get("paragraphs", []):
+            if any("is_impossible" in qa for qa in paragraph.get("qas", [])):
+                return "v2.0"
+    return "v1.1"
+
+
+def load_examples(path: str | Path) -> list[SquadExample]:
+    """Every question of a SQuAD JSON file, in file order. Answers are checked against their
+    context: the text must be found at `answer_start` (plausible_answers are kept unchecked)."""
+    return examples_from_json(read_json(path), source=str(path))
+
+
+def examples_from_json(dataset: dict, source: str = "<json>") -> list[SquadExample]:
+    if not isinstance(dataset, dict) or not isinstance(dataset.get("data"), list):
+        raise UserError(f"{source}: not a SQuAD file: no top-level 'data' list")
+    examples, seen = [], set()
+    for article_index, article in enumerate(dataset["data"]):
+        title = article.get("title", "") if isinstance(article, dict) else ""
+        paragraphs = article.get("paragraphs") if isinstance(article, dict) else None
+        if not isinstance(paragraphs, list):
+            raise UserError(f"{source}: data[{article_index}] ({title!r}) has no 'paragraphs' list")
+        for paragraph_index, paragraph in enumerate(paragraphs):
+            where = f"{source}: data[{article_index}].paragraphs[{paragraph_index}]"
+            context = paragraph.get("context") if isinstance(paragraph, dict) else None
+            if not isinstance(context, str) or not context.strip():
+                raise UserError(f"{where}: missing or empty 'context'")
+            if not isinstance(paragraph.get("qas"), list):
+                raise UserError(f"{where}: no 'qas' list")
+            for qa in paragraph["qas"]:
+                qid = qa.get("id") if isinstance(qa, dict) else None
+                if not isinstance(qid, str):
+                    raise UserError(f"{where}: a question without an 'id'")
+                if qid in seen:
+                    raise UserError(f"{source}: question id {qid!r} occurs twice")
+                seen.add(qid)
+                for key in ("question", "answers"):
+                    if key not in qa:
+                        raise UserError(f"{source}: question {qid}: missing key {key!r}")
+                is_impossible = bool(qa.get("is_impossible", False))
+                answers = [_answer(a, context, source, qid, check=True) for a in qa["answers"]]
+                if not answers and not is_impossible:
+                    raise UserError(f"{source}: question {qid}: no answers and not marked is_impossible")
+                plausible = [
+                    _answer(a, context, source, qid, check=False) for a in qa.get("plausible_answers", [])
+                ]
+                examples.append(
+                    SquadExample(qid, title, qa["question"], context, answers, is_impossible, plausible)
+                )
+    return examples
+
+
+def _answer(answer: dict, context: str, source: str, qid: str, check: bool) -> Answer:
+    if not isinstance(answer, dict) or "text" not in answer or "answer_start" not in answer:
+        raise UserError(f"{source}: question {qid}: an answer lacks 'text' or 'answer_start'")
+    text, start = answer["text"], answer["answer_start"]
+    if not isinstance(text, str) or not isinstance(start, int):
+        raise UserError(
+            f"{source}: question {qid}: answer 'text' must be a string and 'answer_start' an integer"
+        )
+    found = context[start : start + len(text)]
+    if check and (start < 0 or found != text):
+        raise UserError(
+            f"{source}: question {qid}: answer {text!r} is not at answer_start {start} of its context "
+            f"(the context has {found!r} there)"
+        )
+    return Answer(text, start)

@@ -1,0 +1,236 @@
+"""SQuAD examples as model inputs: question and context tokenised with the fast tokenizer, the
+context cut into windows of `max_seq_length` tokens, `doc_stride` tokens apart, as
+google-research/bert's run_squad.py does.
+
+Every context token keeps its character span in the original context (the tokenizer's offsets
+refer to the string before lower-casing and accent stripping), so an answer maps to tokens and
+back without any approximate text alignment.
+"""
+
+import dataclasses
+import logging
+from dataclasses import dataclass
+
+import numpy as np
+from tokenizers import Tokenizer
+from tqdm import tqdm
+
+from bert.errors import UserError
+from bert.squad.dataset import SquadExample
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class SquadFeatures:
+    """One row per window: [CLS] question [SEP] context window [SEP] [PAD]...
+
+    `offsets[f, i]` is the (start, end) character span of token i in the context of example
+    `example_index[f]`, and (-1, -1) for question, special and padding tokens.
+    `start_positions`/`end_positions` are the answer's token positions in the window (first gold
+    answer), 0 ([CLS]) when the window does not hold the whole answer or the question has none.
+    `token_is_max_context[f, i]` marks the one window in which each context token has the most
+    context on both sides; predictions only start at such tokens (as run_squad.py does)."""
+
+    input_ids: np.ndarray  # int32 [F, S]
+    token_type_ids: np.ndarray  # int8 [F, S]
+    attention_mask: np.ndarray  # int8 [F, S]
+    start_positions: np.ndarray  # int32 [F]
+    end_positions: np.ndarray  # int32 [F]
+    example_index: np.ndarray  # int32 [F]
+    offsets: np.ndarray  # int32 [F, S, 2]
+    token_is_max_context: np.ndarray  # bool [F, S]
+
+    def __len__(self) -> int:
+        return len(self.input_ids)
+
+    def select(self, rows) -> "SquadFeatures":
+        """The windows at `rows` (a slice, indices or a mask), every array alike."""
+        return SquadFeatures(*(getattr(self, field.name)[rows] for field in dataclasses.fields(self)))
+
+
+def window_starts(num_tokens: int, window_length: int, doc_stride: int) -> list[int]:
+    """First token of each context window: `doc_stride` apart until one reaches the end
+    (run_squad.py's doc_spans; a stride longer than the window would skip tokens, so it is capped)."""
+    step = min(doc_stride, window_length)
+    starts = [0]
+    while starts[-1] + window_length < num_tokens:
+        starts.append(starts[-1] + step)
+    return starts
+
+
+def make_features(
+    examples: list[SquadExample],
+    tokenizer: Tokenizer,
+    max_seq_length: int = 384,
+    doc_stride: int = 128,
+    max_query_length: int = 64,
+    progress: bool = True,
+) -> SquadFeatures:
+    """Tokenise and window every example (see `SquadFeatures`). Questions are cut to
+    `max_query_length` tokens; each distinct context is tokenised once."""
+    if max_seq_length <= max_query_length + 3:
+        raise ValueError(
+            f"max_seq_length ({max_seq_length}) must exceed max_query_length + 3 ({max_query_length + 3})"
+        )
+    if doc_stride < 1:
+        raise ValueError(f"doc_stride must be positive, got {doc_stride}")
+    # A private copy: truncation or padding configured on the caller's tokenizer would cut contexts.
+    tokenizer = Tokenizer.from_str(tokenizer.to_str())
+    tokenizer.no_truncation()
+    tokenizer.no_padding()
+    cls_id, sep_id, pad_id = (tokenizer.token_to_id(t) for t in ("[CLS]", "[SEP]", "[PAD]"))
+
+    context_index: dict[str, int] = {}
+    for example in examples:
+        context_index.setdefault(example.context, len(context_index))
+    question_encodings = tokenizer.encode_batch([e.question for e in examples], add_special_tokens=False)
+    context_encodings = tokenizer.encode_batch(list(context_index), add_special_tokens=False)
+    context_ids = [np.asarray(e.ids, dtype=np.int32) for e in context_encodings]
+    context_offsets = [
+        _extend_over_removed_chars(context, np.asarray(e.offsets, dtype=np.int32).reshape(-1, 2))
+        for context, e in zip(context_index, context_encodings)
+    ]
+
+    # First pass: the windows of every example, so the arrays are allocated once.
+    plans = []
+    for example, question in zip(examples, question_encodings):
+        ctx = context_index[example.context]
+        if len(context_ids[ctx]) == 0:
+            raise UserError(
+                f"question {example.qid}: its context has no tokens ({example.context[:40]!r}...)"
+            )
+        question_ids = np.asarray(question.ids[:max_query_length], dtype=np.int32)
+        window_length = max_seq_length - len(question_ids) - 3
+        starts = window_starts(len(context_ids[ctx]), window_length, doc_stride)
+        plans.append((ctx, question_ids, window_length, starts))
+    num_features = sum(len(plan[3]) for plan in plans)
+
+    input_ids = np.full((num_features, max_seq_length), pad_id, dtype=np.int32)
+    token_type_ids = np.zeros((num_features, max_seq_length), dtype=np.int8)
+    attention_mask = np.zeros((num_features, max_seq_length), dtype=np.int8)
+    start_positions = np.zeros(num_features, dtype=np.int32)
+    end_positions = np.zeros(num_features, dtype=np.int32)
+    example_index = np.zeros(num_features, dtype=np.int32)
+    offsets = np.full((num_features, max_seq_length, 2), -1, dtype=np.int32)
+    token_is_max_context = np.zeros((num_features, max_seq_length), dtype=bool)
+
+    unmappable = 0
+    f = 0
+    for i, (example, (ctx, question_ids, window_length, starts)) in enumerate(
+        tqdm(zip(examples, plans), total=len(examples), desc="SQuAD features", unit="q", disable=not progress)
+    ):
+        ids, spans = context_ids[ctx], context_offsets[ctx]
+        num_tokens = len(ids)
+        answer_tokens = None
+        if example.answers and not example.is_impossible:
+            answer = example.answers[0]
+            # First token ending after the answer's first character, last token starting before its end.
+            first = int(np.searchsorted(spans[:, 1], answer.start, side="right"))
+            last = int(np.searchsorted(spans[:, 0], answer.end, side="left")) - 1
+            if first <= last:
+                answer_tokens = (first, last)
+            else:
+                unmappable += 1
+        best_window = _max_context_windows(num_tokens, window_length, starts)
+        context_start = len(question_ids) + 2  # after [CLS] question [SEP]
+        for w, window_start in enumerate(starts):
+            length = min(window_length, num_tokens - window_start)
+            window = slice(window_start, window_start + length)
+            placed = slice(context_start, context_start + length)
+            input_ids[f, 0] = cls_id
+            input_ids[f, 1 : context_start - 1] = question_ids
+            input_ids[f, context_start - 1] = sep_id
+            input_ids[f, placed] = ids[window]
+            input_ids[f, context_start + length] = sep_id
+            token_type_ids[f, context_start : context_start + length + 1] = 1
+            attention_mask[f, : context_start + length + 1] = 1
+            offsets[f, placed] = spans[window]
+            token_is_max_context[f, placed] = best_window[window] == w
+            if (
+                answer_tokens
+                and window_start <= answer_tokens[0]
+                and answer_tokens[1] < window_start + length
+            ):
+                start_positions[f] = answer_tokens[0] - window_start + context_start
+                end_positions[f] = answer_tokens[1] - window_start + context_start
+            example_index[f] = i
+            f += 1
+    if unmappable:
+        log.warning(
+            "%d answers cover no token of their context (whitespace or removed characters); "
+            "their windows point at [CLS]",
+            unmappable,
+        )
+    log.info(
+        "SQuAD features: %d questions, %d contexts -> %d windows of %d tokens",
+        len(examples),
+        len(context_index),
+        num_features,
+        max_seq_length,
+    )
+    return SquadFeatures(
+        input_ids,
+        token_type_ids,
+        attention_mask,
+        start_positions,
+        end_positions,
+        example_index,
+        offsets,
+        token_is_max_context,
+    )
+
+
+def _extend_over_removed_chars(context: str, offsets: np.ndarray) -> np.ndarray:
+    """Let tokens cover the characters the normaliser deletes next to them: combining marks
+    (uncased BERT strips accents, so the span of "cafe\u0301", a decomposed "café", would end
+    before the accent), control and format characters such as zero-width spaces. An answer cut
+    out of the context by offsets then keeps them, as the gold text does. A deleted character is
+    one that no token covers and that is not whitespace."""
+    change = np.zeros(
+        len(context) + 1, dtype=np.int32
+    )  # +1 where a gap between tokens opens, -1 where it closes
+    change[0] = 1
+    np.add.at(change, offsets[:, 0], -1)
+    np.add.at(change, offsets[:, 1], 1)
+    codepoints = np.frombuffer(context.encode("utf-32-le", "surrogatepass"), dtype=np.uint32)
+    removed = (np.cumsum(change)[:-1] > 0) & ~np.isin(codepoints, _WHITESPACE)
+    if not removed.any():
+        return offsets
+    for t in range(len(offsets)):
+        end, limit = int(offsets[t, 1]), int(offsets[t + 1, 0]) if t + 1 < len(offsets) else len(context)
+        while end < limit and removed[end]:
+            end += 1
+        offsets[t, 1] = end
+    for t in range(len(offsets)):
+        start, limit = int(offsets[t, 0]), int(offsets[t - 1, 1]) if t > 0 else 0
+        while start > limit and removed[start - 1]:
+            start -= 1
+        offsets[t, 0] = start
+    return offsets
+
+
+_WHITESPACE = np.array([c for c in range(0x3000 + 1) if chr(c).isspace()], dtype=np.uint32)
+
+
+def _max_context_windows(num_tokens: int, window_length: int, starts: list[int]) -> np.ndarray:
+    """For each context token, the window where it has the most context: score
+    min(tokens left, tokens right) + 0.01 * window length, the first window winning ties
+    (run_squad.py's _check_is_max_context)."""
+    if len(starts) == 1:
+        return np.zeros(num_tokens, dtype=np.int64)
+    scores = np.full((len(starts), num_tokens), -np.inf)
+    positions = np.arange(num_tokens)
+    for w, window_start in enumerate(starts):
+        length = min(window_length, num_tokens - window_start)
+        p = positions[window_start : window_start + length]
+        scores[w, window_start : window_start + length] = (
+            np.minimum(p - window_start, window_start + length - 1 - p) + 0.01 * length
+        )
+    return scores.argmax(axis=0)
+
+
+def trimmed_length(attention_mask: np.ndarray) -> int:
+    """The length of the longest window in a batch (1 at least): the columns past it hold only padding."""
+    used = np.flatnonzero(attention_mask.any(axis=0))
+    return int(used[-1]) + 1 if len(used) else 1
