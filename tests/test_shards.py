@@ -89,7 +89,7 @@ def write_table(folder: Path, texts: list[str], part_bytes: int = 20_000) -> Pat
 def test_trained_punkt_keeps_abbreviations_inside_sentences():
     parameters, used = punkt.train_parameters(synthetic_documents(400))
     assert used > 0
-    splitter = punkt.SentenceSplitter(parameters)
+    splitter = punkt.SentenceSplitter(parameters, curated=True)
     text = (
         "Dr. Alder built the mill near St. Corr in 1820. The U.S. Navy mapped a ferry by Mt. Hale. "
         "Several towns, e.g. Ives and Garth, sold a quarry. Brook Jr. repaired the old chapel. Nobody came."
@@ -115,7 +115,7 @@ def test_punkt_parameters_round_trip(tmp_path):
 
 
 def test_normalisation_keeps_non_ascii():
-    splitter = punkt.SentenceSplitter(punkt.train_parameters(synthetic_documents(50))[0])
+    splitter = punkt.SentenceSplitter(punkt.train_parameters(synthetic_documents(50))[0], curated=True)
     decomposed = "Cafe\u0301  au\u00a0lait\tin Ærø.   Zoë   left.\n\n  Ça va ?  "
     assert splitter.split(decomposed) == ["Café au lait in Ærø.", "Zoë left.", "Ça va ?"]
 
@@ -162,12 +162,10 @@ def test_shards_balanced_deterministic_and_independent_of_workers(tmp_path):
 
     shards = read_shards(tmp_path / "one")
     kept = [doc for rows in shards.values() for doc in rows]
-    expected_kept = sum(
-        1
-        for t in texts
-        if len(punkt.SentenceSplitter(punkt.load_parameters(tmp_path / "one" / "punkt_params.json")).split(t))
-        >= 2
+    splitter = punkt.SentenceSplitter(
+        punkt.load_parameters(tmp_path / "one" / "punkt_params.json"), curated=True
     )
+    expected_kept = sum(1 for t in texts if len(splitter.split(t)) >= 2)
     assert len(kept) == one["documents"] == expected_kept and one["dropped"] == len(texts) - expected_kept
     assert len({doc["doc_id"] for doc in kept}) == len(kept)  # documents never split or repeated
     assert "synthetic:300" not in {doc["doc_id"] for doc in kept}  # "Too short." has one sentence

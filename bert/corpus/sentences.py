@@ -1,80 +1,57 @@
 """Sentence segmentation with NLTK's Punkt.
 
-Punkt needs parameters (abbreviations, collocations, sentence starters). NLTK ships pretrained
-English ones as the `punkt_tab` data package; when it is not installed (e.g. offline machines)
-we train Punkt unsupervised on the corpus itself with `PunktTrainer`, save the parameters as a
-JSON file next to the shards, and load them from there in every worker.
+Punkt needs parameters (abbreviations, collocations, sentence starters, and for every word how it
+was capitalised at the start and in the middle of sentences). NLTK ships pretrained English ones
+as the `punkt_tab` data package; when it is not installed (e.g. offline machines) we train Punkt
+unsupervised on the corpus itself with `PunktTrainer`, save the parameters as a JSON file next to
+the shards, and load them from there in every worker.
 
-Unsupervised training learns the abbreviations that are frequent in its sample, but on a small
-or unusual corpus it can miss common ones ("Dr." is also often the last word of a sentence in a
-story, so Punkt may not trust it). We therefore add a curated list of English abbreviations that
-practically never end a sentence (COMMON_ABBREVIATIONS) to whatever training learns.
+Trained on a few megabytes, Punkt misses abbreviations and, worse, wrongly trusts its evidence
+about capitalisation: it splits "the U.S. Census Bureau" because in its sample "census" was seen
+in lower case and never capitalised in mid-sentence (only after "U.S.", which does not count).
+With trained parameters we therefore add a curated list of English abbreviations to the learned
+ones and decide the breaks after them, and after initials, with `CuratedPunkt`'s rules. With
+NLTK's pretrained parameters Punkt runs unchanged: they come from a large corpus, and these rules
+were only measured on trained parameters.
 """
 
 import json
+import re
 import unicodedata
 from collections.abc import Iterable
 from pathlib import Path
 
-from nltk.tokenize.punkt import PunktParameters, PunktSentenceTokenizer, PunktTokenizer, PunktTrainer
+from nltk.tokenize.punkt import (
+    _ORTHO_BEG_UC,
+    PunktParameters,
+    PunktSentenceTokenizer,
+    PunktToken,
+    PunktTokenizer,
+    PunktTrainer,
+)
 
 from bert.errors import UserError
 
-# Lower-case and without the final period, as Punkt stores them ("u.s" is "U.S."). Words that can
-# also end a sentence as ordinary words ("no", "sun", "wed", "mar") are deliberately left out.
-COMMON_ABBREVIATIONS = frozenset(
-    [
-        "mr",
-        "mrs",
-        "ms",
-        "dr",
-        "prof",
-        "sr",
-        "jr",
-        "st",
-        "mt",
-        "ft",
-        "rev",
-        "hon",
-        "gen",
-        "col",
-        "lt",
-        "sgt",
-        "capt",
-        "cmdr",
-        "adm",
-        "gov",
-        "sen",
-        "rep",
-        "pres",
-        "e.g",
-        "i.e",
-        "cf",
-        "vs",
-        "viz",
-        "approx",
-        "u.s",
-        "u.k",
-        "u.n",
-        "a.k.a",
-        "fig",
-        "figs",
-        "vol",
-        "vols",
-        "pp",
-        "dept",
-        "jan",
-        "feb",
-        "apr",
-        "jul",
-        "aug",
-        "sep",
-        "sept",
-        "oct",
-        "nov",
-        "dec",
-    ]
-)
+# Abbreviations as Punkt stores them: lower-case, without the final period ("u.s" is "U.S.").
+# Titles and "e.g."-like words introduce the word after them; none ends a sentence.
+NEVER_FINAL_ABBREVIATIONS = frozenset([
+    "mr", "mrs", "ms", "messrs", "dr", "prof", "gen", "col", "lt", "sgt", "capt", "cmdr", "adm", "rev",
+    "gov", "sen", "rep", "hon", "pres", "e.g", "i.e", "cf", "vs", "viz", "approx", "ca", "a.k.a",
+])  # fmt: skip
+# These usually qualify the word after them ("U.S. Route 11", "St. Cloud", "No. 5", "Fig. 3",
+# "CO2-eq. emissions") but can end a sentence ("common in the U.S. An estimated ..."; "Main St.").
+# Punkt ends a sentence after one only when the next word is capitalised and has itself been seen
+# starting a sentence. Ordinary words such as "sun", "wed", "mar" are left out.
+RARELY_FINAL_ABBREVIATIONS = frozenset([
+    "u.s", "u.k", "u.n", "st", "mt", "ft", "no", "nos", "vol", "vols", "pp", "fig", "figs", "est", "eq",
+    "dept", "jan", "feb", "apr", "jul", "aug", "sep", "sept", "oct", "nov", "dec",
+])  # fmt: skip
+# These often end a sentence ("..., paper, etc. The", "Martin Luther King Jr."): Punkt's own
+# orthographic rule decides.
+FINAL_ABBREVIATIONS = frozenset(["etc", "jr", "sr", "inc", "ltd", "co", "corp", "bros"])
+COMMON_ABBREVIATIONS = NEVER_FINAL_ABBREVIATIONS | RARELY_FINAL_ABBREVIATIONS | FINAL_ABBREVIATIONS
+# Letters with internal periods ("D.C.", "A.S.", "B.L."): an abbreviation even when training never saw it.
+DOTTED_ABBREVIATION = re.compile(r"(?:[^\W\d_]\.){2,}")
 PUNKT_FILE = "punkt_params.json"
 DEFAULT_TRAINING_CHARS = 20_000_000
 
@@ -137,11 +114,47 @@ def load_parameters(path: str | Path) -> PunktParameters:
     return parameters
 
 
-class SentenceSplitter:
-    """Splits a document (paragraphs separated by "\n") into normalised sentences."""
+class CuratedPunkt(PunktSentenceTokenizer):
+    """Punkt whose breaks after the curated abbreviations and after initials follow our rules.
 
-    def __init__(self, parameters: PunktParameters):
-        self.tokenizer = PunktSentenceTokenizer(parameters)
+    Punkt decides in two passes: the first marks every word ending in a period as an abbreviation
+    (when in `abbrev_types`) or a sentence break; the second revisits each such word with the word
+    after it. We refine the second pass.
+    """
+
+    def _second_pass_annotation(self, token: PunktToken, next_token: PunktToken | None) -> str | None:
+        if next_token is None or not token.period_final:
+            return super()._second_pass_annotation(token, next_token)
+        abbreviation = token.type_no_period.split("-")[-1]  # "CO2-eq." is "eq", as in Punkt's first pass
+        if abbreviation in NEVER_FINAL_ABBREVIATIONS or (token.is_initial and next_token.is_initial):
+            # "Gen. Pope", "e.g. Moon", "A. S. Neill": Punkt cannot tell that a name follows.
+            token.abbr, token.sentbreak = True, False
+            return "curated: never ends a sentence"
+        if DOTTED_ABBREVIATION.fullmatch(token.tok):
+            # Punkt's rules for abbreviations decide next, instead of an unconditional break.
+            token.abbr, token.sentbreak = True, False
+        reason = super()._second_pass_annotation(token, next_token)
+        if (
+            token.sentbreak
+            and abbreviation in RARELY_FINAL_ABBREVIATIONS
+            and not self._params.ortho_context[next_token.type_no_sentperiod] & _ORTHO_BEG_UC
+        ):
+            # A word seen in lower case but never capitalised mid-sentence is, to Punkt, a sentence
+            # starter; in a small sample that is often just a word only seen capitalised after the
+            # abbreviation ("U.S. Census"). Ask for a sighting at the start of a sentence as well.
+            token.sentbreak = False
+            return "curated: the next word was never seen starting a sentence"
+        return reason
+
+
+class SentenceSplitter:
+    """Splits a document (paragraphs separated by "\n") into normalised sentences.
+
+    `curated` applies CuratedPunkt's rules; it is meant for parameters trained on the corpus.
+    """
+
+    def __init__(self, parameters: PunktParameters, curated: bool):
+        self.tokenizer = (CuratedPunkt if curated else PunktSentenceTokenizer)(parameters)
 
     def split(self, text: str) -> list[str]:
         sentences = []

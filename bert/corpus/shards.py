@@ -69,7 +69,7 @@ def _init_worker(parameters_file: str | None) -> None:
     parameters = (
         punkt.pretrained_parameters() if parameters_file is None else punkt.load_parameters(parameters_file)
     )
-    _splitter = punkt.SentenceSplitter(parameters)
+    _splitter = punkt.SentenceSplitter(parameters, curated=parameters_file is not None)
 
 
 def _segment(chunk: list[tuple[str, str]], min_sentences: int) -> tuple[list[str], list[list[str]], int]:
