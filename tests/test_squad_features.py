@@ -5,6 +5,7 @@ import json
 import random
 import re
 import xml.etree.ElementTree as ET
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -206,6 +207,25 @@ def test_offsets_are_exact_for_every_context_token(tokenizer):
                 assert piece == token.removeprefix("##"), (context[start:end], token)
             checked += 1
     assert checked > 100
+
+
+def test_word_offsets_span_the_pieces_of_each_word(tokenizer):
+    """A token's word span holds the token; consecutive tokens share it exactly when the second
+    is a ## piece; it holds no whitespace; outside the context it is (-1, -1) like the offsets."""
+    examples = [make_example(f"q{i}", "what?", c, c.split()[0]) for i, c in enumerate(CONTEXTS)]
+    features = make_features(examples, tokenizer, max_seq_length=256, max_query_length=16, progress=False)
+    for f in range(len(features)):
+        context = examples[features.example_index[f]].context
+        positions = np.flatnonzero(features.offsets[f, :, 0] >= 0)
+        assert (features.word_offsets[f, features.offsets[f, :, 0] < 0] == -1).all()
+        for i in positions:
+            (start, end), (word_start, word_end) = features.offsets[f, i], features.word_offsets[f, i]
+            assert word_start <= start < end <= word_end and not any(
+                c.isspace() for c in context[word_start:word_end]
+            )
+        for i, j in zip(positions[:-1], positions[1:]):
+            piece = tokenizer.id_to_token(int(features.input_ids[f, j])).startswith("##")
+            assert piece == (features.word_offsets[f, i] == features.word_offsets[f, j]).all()
 
 
 def test_layout_of_a_feature(tokenizer):
@@ -457,3 +477,132 @@ def test_no_valid_span_predicts_empty(tokenizer):
     ]
     predictions, _, null_odds = postprocess([example], features, start, end, n_best_size=1, version_2=True)
     assert predictions == {"q": ""} and null_odds == {"q": 0.0}
+
+
+# ----------------------------------------------------------------------------------------------
+# Answers on word boundaries: a predicted span is widened to the whole words of its first and last
+# token (the tokenizer's pre-tokenized words: punctuation marks and CJK characters are words of
+# their own), so an answer never ends inside a word.
+
+
+def answer_for_pieces(tokenizer, context, pieces):
+    """The answer postprocess gives when the model points at the first run of context tokens
+    whose WordPiece strings are `pieces` (so each case also shows how the vocab splits it)."""
+    example = SquadExample("q", "t", "which?", context, [])
+    features = make_features([example], tokenizer, progress=False)
+    assert len(features) == 1
+    tokens = [tokenizer.id_to_token(int(i)) for i in features.input_ids[0]]
+    positions = np.flatnonzero(features.offsets[0, :, 0] >= 0)
+    first = next(p for p in positions if tokens[p : p + len(pieces)] == pieces)
+    start = np.zeros(features.input_ids.shape, dtype=np.float32)
+    end = np.zeros(features.input_ids.shape, dtype=np.float32)
+    start[0, first], end[0, first + len(pieces) - 1] = 10.0, 10.0
+    predictions, _, _ = postprocess([example], features, start, end)
+    return predictions["q"]
+
+
+@pytest.mark.parametrize(
+    "context, pieces, answer",
+    [
+        # the issue-20 bug: "Crusoe" is cr ##uso ##e; a span ending on ##uso answered "Cruso"
+        ("Robinson Crusoe, by Defoe.", ["robinson", "cr", "##uso"], "Robinson Crusoe"),
+        ("Robinson Crusoe, by Defoe.", ["##uso"], "Crusoe"),  # starting and ending inside the word
+        ("Robinson Crusoe, by Defoe.", ["##e", ","], "Crusoe,"),  # a start inside a word goes back to it
+        ("Robinson Crusoe, by Defoe.", ["def"], "Defoe"),  # the full stop is a word of its own
+        ("Abraham Lincoln, the 16th president", ["abraham", "lincoln"], "Abraham Lincoln"),  # no ","
+        # the offsets point into the original text: case and accents stay as written
+        ("ZOË Saldaña's café", ["zoe", "sal"], "ZOË Saldaña"),
+        ("ZOË Saldaña's café", ["##dana", "'"], "Saldaña'"),
+        ("Cafe\u0301 owners", ["cafe"], "Cafe\u0301"),  # a decomposed accent stays with its word
+        ("東京大学で", ["京", "大"], "京大"),  # CJK characters are words of their own
+        # a hyphen is punctuation to BERT's tokenizer (and a boundary in run_squad.py too):
+        # parts of a hyphenated word stay as predicted
+        ("a state-of-the-art model", ["state", "-", "of", "-", "the"], "state-of-the"),
+        ("a state-of-the-art model", ["art"], "art"),
+        # so are the comma and point inside numbers; digits split into pieces are one word
+        ("21,280 people", ["21"], "21"),
+        ("21,280 people", ["21", ",", "280"], "21,280"),
+        ("pi is 3.14159", ["3", ".", "141"], "3.14159"),
+    ],
+)
+def test_answers_are_widened_to_whole_words(tokenizer, context, pieces, answer):
+    assert answer_for_pieces(tokenizer, context, pieces) == answer
+
+
+def test_a_word_split_across_windows_is_answered_whole(tokenizer):
+    """The first window ends on ##uso, the next starts with ##e: the word's span comes from the
+    whole context, so the first window's span still answers "Crusoe"."""
+    example = SquadExample("q", "t", "which?", "a b c d e f g Robinson Crusoe", [])
+    features = make_features(
+        [example], tokenizer, max_seq_length=15, doc_stride=10, max_query_length=4, progress=False
+    )
+    tokens = [tokenizer.id_to_token(int(i)) for i in features.input_ids[0]]
+    assert len(features) == 2 and tokens[-3:] == ["cr", "##uso", "[SEP]"]
+    start = np.zeros(features.input_ids.shape, dtype=np.float32)
+    end = np.zeros(features.input_ids.shape, dtype=np.float32)
+    start[0, tokens.index("robinson")], end[0, tokens.index("##uso")] = 10.0, 10.0
+    predictions, _, _ = postprocess([example], features, start, end)
+    assert predictions == {"q": "Robinson Crusoe"}
+
+
+def test_spans_widened_to_the_same_words_are_one_nbest_entry():
+    """Hand-made offsets: "Robinson Crusoe, 1719." as [CLS] robinson cr ##uso ##e , 1719 . [SEP].
+    The ends ##uso and ##e both give "Robinson Crusoe": listed once, with the better score (the
+    3 best ends are ##uso, ##e and ",")."""
+    from bert.squad.features import SquadFeatures
+
+    context = "Robinson Crusoe, 1719."
+    offsets = [(-1, -1), (0, 8), (9, 11), (11, 14), (14, 15), (15, 16), (17, 21), (21, 22), (-1, -1)]
+    word_offsets = [(-1, -1), (0, 8), (9, 15), (9, 15), (9, 15), (15, 16), (17, 21), (21, 22), (-1, -1)]
+    seq = len(offsets)
+    ones = np.ones((1, seq), dtype=np.int8)
+    features = SquadFeatures(
+        input_ids=np.arange(seq, dtype=np.int32)[None],
+        token_type_ids=ones,
+        attention_mask=ones,
+        start_positions=np.zeros(1, dtype=np.int32),
+        end_positions=np.zeros(1, dtype=np.int32),
+        example_index=np.zeros(1, dtype=np.int32),
+        offsets=np.array([offsets], dtype=np.int32),
+        word_offsets=np.array([word_offsets], dtype=np.int32),
+        token_is_max_context=np.array([[o >= 0 for o, _ in offsets]]),
+    )
+    start = np.array([[0, 5, 0, 0, 0, 0, 0, 0, 0]], dtype=np.float32)
+    end = np.array([[0, 0, 0, 4, 3, 1, 0, 0, 0]], dtype=np.float32)
+    example = SquadExample("q", "t", "who?", context, [])
+    predictions, nbest, _ = postprocess([example], features, start, end, n_best_size=3)
+    assert predictions == {"q": "Robinson Crusoe"}
+    assert [(e["text"], e["end_logit"]) for e in nbest["q"]] == [
+        ("Robinson Crusoe", 4.0),
+        ("Robinson Crusoe,", 1.0),
+        ("Crusoe", 4.0),  # cr ##uso; cr ##uso ##e and ##uso ##e are the same words
+    ]
+
+
+def test_gold_answers_survive_the_widening_to_words(tokenizer):
+    """Every gold answer of the sample world's v1.1 dev set as the token span that covers it:
+    post-processing it gives the gold text at least as often as the token offsets alone would
+    (the old cut). A gold answer ending inside a word would be lost by the widening."""
+    examples = load_examples(Path(__file__).resolve().parents[1] / "data/sample/squad/v1.1/dev-v1.1.json")
+    features = make_features(examples, tokenizer, max_seq_length=1024, max_query_length=16, progress=False)
+    assert len(features) == len(examples)  # one window per question
+    by_token_offsets = by_postprocess = total = 0
+    for k in range(max(len(e.answers) for e in examples)):
+        start = np.zeros(features.input_ids.shape, dtype=np.float32)
+        end = np.zeros(features.input_ids.shape, dtype=np.float32)
+        gold = {}
+        for f, example in enumerate(examples):
+            answer = example.answers[min(k, len(example.answers) - 1)]
+            tokens = np.flatnonzero(features.offsets[f, :, 0] >= 0)
+            token_starts, token_ends = features.offsets[f, tokens, 0], features.offsets[f, tokens, 1]
+            first = tokens[np.searchsorted(token_ends, answer.start, side="right")]
+            last = tokens[np.searchsorted(token_starts, answer.end, side="left") - 1]
+            start[f, first], end[f, last] = 10.0, 10.0
+            gold[example.qid] = answer.text
+            by_token_offsets += (
+                example.context[features.offsets[f, first, 0] : features.offsets[f, last, 1]] == answer.text
+            )
+        predictions, _, _ = postprocess(examples, features, start, end)
+        by_postprocess += sum(predictions[qid] == text for qid, text in gold.items())
+        total += len(gold)
+    assert total >= 1000 and by_postprocess >= by_token_offsets

@@ -159,7 +159,7 @@ def test_batches_split_ranks_reshuffle_epochs_and_resume():
     attention = (torch.arange(seq)[None, :] < lengths[:, None]).numpy().astype("int8")
     ids = (torch.arange(num)[:, None] * 100 + torch.arange(seq)[None, :]).numpy().astype("int32")
     zeros = torch.zeros(num, dtype=torch.int32).numpy()
-    features = SquadFeatures(ids, attention * 0, attention, zeros, zeros, zeros, None, None)
+    features = SquadFeatures(ids, attention * 0, attention, zeros, zeros, zeros, None, None, None)
 
     def rows(batches):
         return [sorted((b["input_ids"][:, 0] // 100).tolist()) for b in batches]
@@ -191,7 +191,7 @@ def test_prediction_runs_longest_first_in_trimmed_batches_and_keeps_the_order():
     ids = (torch.randint(5, 50, (num, seq), generator=g).numpy() * attention).astype("int32")
     types = ((torch.arange(seq)[None, :] >= 3).numpy() * attention).astype("int8")
     zeros = torch.zeros(num, dtype=torch.int32).numpy()
-    features = SquadFeatures(ids, types, attention, zeros, zeros, zeros, None, None)
+    features = SquadFeatures(ids, types, attention, zeros, zeros, zeros, None, None, None)
     torch.manual_seed(0)
     config = BertConfig(vocab_size=50, hidden_size=16, num_hidden_layers=2, num_attention_heads=2,
                         intermediate_size=32, max_position_embeddings=32)  # fmt: skip
@@ -225,7 +225,7 @@ def _windows(lengths: list[int], seq: int, seed: int = 0):
     types = ((torch.arange(seq)[None, :] >= 3).numpy() * attention).astype("int8")
     starts = (torch.randint(0, 1 << 30, (num,), generator=g) % lengths).numpy().astype("int32")
     ends = torch.minimum(torch.from_numpy(starts).long() + 2, lengths - 1).numpy().astype("int32")
-    return SquadFeatures(ids, types, attention, starts, ends, starts * 0, None, None)
+    return SquadFeatures(ids, types, attention, starts, ends, starts * 0, None, None, None)
 
 
 def test_length_binned_batches_cover_each_window_once_with_less_padding_and_resume():

@@ -1,6 +1,7 @@
 """From start/end logits over the windows to answer strings: the n-best spans of each window,
-merged over the windows of a question, each cut out of the original context by its character
-offsets (so an answer is always a substring of the context), and for SQuAD 2.0 the null answer.
+merged over the windows of a question, each cut out of the original context from the start of
+its first token's word to the end of its last token's word (so an answer is always a substring
+of the context and never ends inside a word), and for SQuAD 2.0 the null answer.
 """
 
 import collections
@@ -47,7 +48,14 @@ def postprocess(
     `max_answer_length` tokens. Restricting the top-k to valid positions (run_squad.py takes it
     over all positions, then filters) means a question always has a candidate. Candidates of all
     windows are ranked by start + end logit, deduplicated by text. For v2.0 the null answer
-    competes with them (see `null_answer` and `choose_answer`)."""
+    competes with them (see `null_answer` and `choose_answer`).
+
+    An answer's text runs from the start of its first token's word to the end of its last
+    token's word (`features.word_offsets`): a span ending on a piece inside a word, "cr ##uso"
+    of "cr ##uso ##e", answers "Crusoe", not "Cruso". Punctuation marks are words of their own,
+    so "Lincoln" stays "Lincoln" before "Lincoln," and "state-of-the" stays as predicted.
+    google-research/bert's run_squad.py would answer "Cruso" here: get_final_text aligns the
+    de-tokenised prediction with the original words and cuts them character by character."""
     if n_best_size < 1 or max_answer_length < 1:
         raise ValueError("n_best_size and max_answer_length must be at least 1")
     start_logits = np.asarray(start_logits, dtype=np.float32)
@@ -69,7 +77,7 @@ def postprocess(
     start_logit, end_logit = start_values[window, start_rank], end_values[window, end_rank]
     score = start_logit + end_logit
     start, end = top_starts[window, start_rank], top_ends[window, end_rank]
-    first_char, end_char = features.offsets[window, start, 0], features.offsets[window, end, 1]
+    first_char, end_char = features.word_offsets[window, start, 0], features.word_offsets[window, end, 1]
     # Group the candidates by question (stable: windows keep their order) and find each question's windows.
     by_example = np.argsort(features.example_index[window], kind="stable")
     window, score, first_char, end_char = (a[by_example] for a in (window, score, first_char, end_char))

@@ -4,7 +4,8 @@ google-research/bert's run_squad.py does.
 
 Every context token keeps its character span in the original context (the tokenizer's offsets
 refer to the string before lower-casing and accent stripping), so an answer maps to tokens and
-back without any approximate text alignment.
+back without any approximate text alignment, and the span of the word it is a piece of, so a
+predicted answer can be widened to whole words.
 """
 
 import dataclasses
@@ -27,6 +28,9 @@ class SquadFeatures:
 
     `offsets[f, i]` is the (start, end) character span of token i in the context of example
     `example_index[f]`, and (-1, -1) for question, special and padding tokens.
+    `word_offsets[f, i]` is the span of the whole word token i is a piece of: the tokenizer's
+    pre-tokenized word, a run of characters that are neither whitespace nor punctuation, or one
+    punctuation mark or CJK character ("Crusoe" for the "##uso" of cr ##uso ##e; "," alone).
     `start_positions`/`end_positions` are the answer's token positions in the window (first gold
     answer), 0 ([CLS]) when the window does not hold the whole answer or the question has none.
     `token_is_max_context[f, i]` marks the one window in which each context token has the most
@@ -39,6 +43,7 @@ class SquadFeatures:
     end_positions: np.ndarray  # int32 [F]
     example_index: np.ndarray  # int32 [F]
     offsets: np.ndarray  # int32 [F, S, 2]
+    word_offsets: np.ndarray  # int32 [F, S, 2]
     token_is_max_context: np.ndarray  # bool [F, S]
 
     def __len__(self) -> int:
@@ -91,6 +96,9 @@ def make_features(
         _extend_over_removed_chars(context, np.asarray(e.offsets, dtype=np.int32).reshape(-1, 2))
         for context, e in zip(context_index, context_encodings)
     ]
+    context_word_offsets = [
+        _word_offsets(e.word_ids, spans) for e, spans in zip(context_encodings, context_offsets)
+    ]
 
     # First pass: the windows of every example, so the arrays are allocated once.
     plans = []
@@ -113,6 +121,7 @@ def make_features(
     end_positions = np.zeros(num_features, dtype=np.int32)
     example_index = np.zeros(num_features, dtype=np.int32)
     offsets = np.full((num_features, max_seq_length, 2), -1, dtype=np.int32)
+    word_offsets = np.full((num_features, max_seq_length, 2), -1, dtype=np.int32)
     token_is_max_context = np.zeros((num_features, max_seq_length), dtype=bool)
 
     unmappable = 0
@@ -120,7 +129,7 @@ def make_features(
     for i, (example, (ctx, question_ids, window_length, starts)) in enumerate(
         tqdm(zip(examples, plans), total=len(examples), desc="SQuAD features", unit="q", disable=not progress)
     ):
-        ids, spans = context_ids[ctx], context_offsets[ctx]
+        ids, spans, word_spans = context_ids[ctx], context_offsets[ctx], context_word_offsets[ctx]
         num_tokens = len(ids)
         answer_tokens = None
         if example.answers and not example.is_impossible:
@@ -146,6 +155,7 @@ def make_features(
             token_type_ids[f, context_start : context_start + length + 1] = 1
             attention_mask[f, : context_start + length + 1] = 1
             offsets[f, placed] = spans[window]
+            word_offsets[f, placed] = word_spans[window]
             token_is_max_context[f, placed] = best_window[window] == w
             if (
                 answer_tokens
@@ -177,8 +187,22 @@ def make_features(
         end_positions,
         example_index,
         offsets,
+        word_offsets,
         token_is_max_context,
     )
+
+
+def _word_offsets(word_ids: list[int], offsets: np.ndarray) -> np.ndarray:
+    """For each token, the character span of its word: from the start of the word's first piece
+    to the end of its last (the pieces of a word are consecutive tokens with one word id)."""
+    if not word_ids:
+        return offsets
+    word_ids = np.asarray(word_ids, dtype=np.int64)
+    starts_word = np.r_[True, word_ids[1:] != word_ids[:-1]]
+    first_piece = np.flatnonzero(starts_word)
+    last_piece = np.r_[first_piece[1:], len(word_ids)] - 1
+    word = np.cumsum(starts_word) - 1
+    return np.stack([offsets[first_piece, 0][word], offsets[last_piece, 1][word]], axis=1)
 
 
 def _extend_over_removed_chars(context: str, offsets: np.ndarray) -> np.ndarray:
