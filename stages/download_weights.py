@@ -1,9 +1,12 @@
-"""Stage download_weights: fetch Google's BERT (Hugging Face format) named by finetune.init into data/weights/.
+"""Stage download_weights@<name>: the Hugging Face BERT folder `weights.<name>` -> data/weights/<name>/.
 
-With any other finetune.init (phase2, hf:<dir>, random) nothing is fetched: data/weights/ holds only
-a README.txt saying so, which keeps the DVC output present and the stage instant.
+One stage per entry of `weights` in params.yaml (Google's released checkpoints, or any URL or local
+folder in Hugging Face format). Only the entry finetune.init names is fetched; the others hold a
+README.txt saying so, which keeps their DVC output present and the stage instant. Changing
+finetune.init back to an entry fetched before restores it from DVC's run cache.
 """
 
+import argparse
 import contextlib
 import logging
 from pathlib import Path
@@ -12,53 +15,61 @@ from bert.corpus.download import SourceNotFound, download, publish, remove_stagi
 from bert.errors import UserError, run_main
 from stages.params import load_params
 
-OUT_DIR = Path("data/weights")
 log = logging.getLogger("stages.download_weights")
 REQUIRED = ("config.json", "vocab.txt")
-WEIGHT_FILES = ("model.safetensors", "pytorch_model.bin")  # the first the repository has
+WEIGHT_FILES = ("model.safetensors", "pytorch_model.bin")  # the first the folder has
 OPTIONAL = ("tokenizer_config.json",)
 
 
 def main() -> None:
+    parser = argparse.ArgumentParser(
+        prog="python -m stages.download_weights", description=__doc__.splitlines()[0]
+    )
+    parser.add_argument("name", help="a key of `weights` in params.yaml, e.g. google-base-uncased")
+    name = parser.parse_args().name
     params = load_params()
-    init = params.finetune.init
-    if init not in params.weights:
-        readme = OUT_DIR.with_name(".weights-README.txt")
+    if name not in params.weights:
+        raise UserError(f"params.yaml: no `weights.{name}`; weights: {', '.join(params.weights) or 'none'}")
+    out_dir = Path("data/weights") / name
+    if params.finetune.init != name:
+        readme = out_dir.with_name(f".{name}-README.txt")
         readme.parent.mkdir(parents=True, exist_ok=True)
         readme.write_text(
-            f"No pretrained weights are needed for finetune.init={init}.\n"
-            f"Set finetune.init to one of {', '.join(params.weights)} to download Google's BERT here.\n",
+            f"Not fetched: finetune.init is {params.finetune.init}, not {name}.\n"
+            f"dvc exp run -S finetune.init={name} fetches {params.weights[name]} here.\n",
             encoding="utf-8",
         )
-        publish({"README.txt": readme}, OUT_DIR)
-        log.info("finetune.init=%s needs no downloaded weights; wrote %s/README.txt", init, OUT_DIR)
+        publish({"README.txt": readme}, out_dir)
+        log.info(
+            "%s: not needed (finetune.init=%s); wrote %s/README.txt", name, params.finetune.init, out_dir
+        )
         return
-    base = params.weights[init].rstrip("/")
-    staging = staging_dir(OUT_DIR, {"init": init, "base": base})
-    fetched = [fetch(base, name, staging) for name in REQUIRED]
-    fetched.append(fetch_first(base, WEIGHT_FILES, staging))
-    for name in OPTIONAL:
+    base = params.weights[name].rstrip("/")
+    staging = staging_dir(out_dir, {"base": base})
+    fetched = [fetch(base, file, staging) for file in REQUIRED]
+    fetched.append(fetch_first(base, WEIGHT_FILES, staging, name))
+    for file in OPTIONAL:
         with contextlib.suppress(SourceNotFound):  # optional: older repositories lack it
-            fetched.append(fetch(base, name, staging))
-    publish({f"{init}/{path.name}": path for path in fetched}, OUT_DIR)
+            fetched.append(fetch(base, file, staging))
+    publish({path.name: path for path in fetched}, out_dir)
     remove_staging(staging)
-    log.info("%s/%s: %s", OUT_DIR, init, ", ".join(path.name for path in fetched))
+    log.info("%s: %s", out_dir, ", ".join(path.name for path in fetched))
 
 
-def fetch(base: str, name: str, staging: Path) -> Path:
-    target = staging / name
+def fetch(base: str, file: str, staging: Path) -> Path:
+    target = staging / file
     if not target.exists():  # finished in an earlier, interrupted run
-        download(f"{base}/{name}", target)
+        download(f"{base}/{file}", target)
     return target
 
 
-def fetch_first(base: str, names: tuple[str, ...], staging: Path) -> Path:
-    for name in names:
+def fetch_first(base: str, files: tuple[str, ...], staging: Path, name: str) -> Path:
+    for file in files:
         try:
-            return fetch(base, name, staging)
+            return fetch(base, file, staging)
         except SourceNotFound:
             pass
-    raise UserError(f"{base}: has none of {', '.join(names)}; check the URL in params.yaml `weights`")
+    raise UserError(f"{base}: has none of {', '.join(files)}; check weights.{name} in params.yaml")
 
 
 if __name__ == "__main__":

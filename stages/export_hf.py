@@ -2,7 +2,7 @@
 
     python -m stages.export_hf
 
-data/models/phase2 -> data/models/hf (config.json, model.safetensors, vocab.txt, tokenizer_config.json
+data/models/phase2 -> data/weights/phase2 (where finetune.init: phase2 starts from; config.json, model.safetensors, vocab.txt, tokenizer_config.json
 with do_lower_case from params.vocab.lower_case), then reloaded and compared, so a broken export fails here.
 """
 
@@ -16,7 +16,7 @@ from bert.modeling import BertForPreTraining
 from stages.params import load_params
 
 log = logging.getLogger("export_hf")
-SOURCE, TARGET = Path("data/models/phase2"), Path("data/models/hf")
+SOURCE, TARGET = Path("data/models/phase2"), Path("data/weights/phase2")
 
 
 def main() -> None:

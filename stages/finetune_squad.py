@@ -2,9 +2,10 @@
 
     python -m stages.finetune_squad
 
-finetune.init picks the start: `phase2` -> data/models/hf (our pretrained model), `hf:<dir>` -> any
-Hugging Face BERT directory, a key of `weights` -> data/weights/<key>/ (Google's BERT), `random` ->
-a fresh model.size model over data/models/hf's vocabulary (the baseline pretraining must beat).
+finetune.init picks the start, a Hugging Face directory data/weights/<init>/ that the stage named
+in dvc.yaml builds: `phase2` (export_hf: our pretrained model), `random` (init_random: fresh
+weights over our vocabulary, the baseline pretraining must beat), or a key of `weights`
+(download_weights@<key>: Google's BERT, or any Hugging Face BERT folder or URL).
 data/squad/train.json -> data/models/squad/ (Hugging Face format, with vocab.txt), checkpoints in
 data/checkpoints/squad/ (resumed), dvclive/finetune_squad/, metrics/finetune_squad.json.
 With distributed.nproc_per_node x nnodes > 1 the stage starts itself again under torchrun.
@@ -20,7 +21,7 @@ from bert.checkpoints import file_sha256, run_signature
 from bert.distributed import relaunch_under_torchrun, setup_distributed
 from bert.errors import UserError, run_main
 from bert.finetune import QuestionAnsweringBatches, question_answering_loss, steps_for_epochs
-from bert.modeling import BertConfig, BertForQuestionAnswering
+from bert.modeling import BertForQuestionAnswering
 from bert.optim import build_optimizer, warmup_poly_schedule
 from bert.squad.dataset import load_examples
 from bert.squad.features import make_features
@@ -30,7 +31,7 @@ from stages.params import load_params
 
 log = logging.getLogger("finetune_squad")
 TRAIN_FILE = Path("data/squad/train.json")
-PRETRAINED_DIR = Path("data/models/hf")
+WEIGHTS_DIR = Path("data/weights")
 OUT_DIR = Path("data/models/squad")
 
 
@@ -47,35 +48,25 @@ def main() -> None:
             dist.destroy_process_group()
 
 
-def init_directory(init: str, weights: dict) -> Path:
-    """The Hugging Face directory finetune.init names (for `random`: the one lending its vocabulary)."""
-    if init in ("phase2", "random"):
-        directory = PRETRAINED_DIR
-        hint = "run the export_hf stage (dvc repro export_hf)"
-    elif init.startswith("hf:"):
-        directory, hint = Path(init[3:]), "point finetune.init at a Hugging Face BERT directory"
-    elif init in weights:
-        directory, hint = Path("data/weights") / init, "run the download_weights stage"
-    else:
-        raise UserError(
-            f"params.yaml: finetune.init {init!r} is not phase2, random, hf:<dir> or a key of `weights`"
-        )
+def init_directory(init: str) -> Path:
+    """The Hugging Face directory finetune.init names, as the stage that builds it left it."""
+    directory = WEIGHTS_DIR / init
+    stage = {"phase2": "export_hf", "random": "init_random"}.get(init, f"download_weights@{init}")
     if not (directory / "vocab.txt").is_file() or not (directory / "config.json").is_file():
-        raise UserError(f"{directory}: no config.json + vocab.txt for finetune.init={init}; {hint}")
+        raise UserError(
+            f"{directory}: no config.json + vocab.txt for finetune.init={init}; run `dvc repro {stage}`"
+        )
     return directory
 
 
 def finetune(params, distributed) -> None:
     spec, squad = params.finetune, params.squad
-    source = init_directory(spec.init, params.weights)
+    source = init_directory(spec.init)
     tokenizer, lower_case = load_tokenizer_from_dir(source, params.vocab.lower_case)
     vocab_size = tokenizer.get_vocab_size()
 
-    torch.manual_seed(spec.seed)  # the same fresh weights (QA head, or all for `random`) on every rank
-    if spec.init == "random":
-        model = BertForQuestionAnswering(BertConfig.resolve(params.model.size, vocab_size), unpad=spec.unpad)
-    else:
-        model = BertForQuestionAnswering.from_pretrained(source, unpad=spec.unpad)
+    torch.manual_seed(spec.seed)  # the same fresh QA head on every rank
+    model = BertForQuestionAnswering.from_pretrained(source, unpad=spec.unpad)
     if model.config.vocab_size < vocab_size:
         raise UserError(
             f"{source}: config.json has vocab_size {model.config.vocab_size}, vocab.txt {vocab_size} tokens"
@@ -150,7 +141,6 @@ def signature(params, source: Path, global_batch: int) -> str:
     files = [TRAIN_FILE, *sorted(p for p in source.iterdir() if p.is_file())]
     described = {
         "init": spec.init,
-        "model": params.model.size if spec.init == "random" else None,
         "files": [(p.name, file_sha256(p)) for p in files],
         "squad": [squad.max_seq_length, squad.doc_stride, squad.max_query_length],
         "optimizer": [spec.learning_rate, spec.warmup_proportion, spec.weight_decay, spec.epochs, spec.seed],

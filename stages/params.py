@@ -12,6 +12,7 @@ import dataclasses
 import difflib
 import math
 import os
+import re
 import types
 import typing
 from dataclasses import dataclass
@@ -24,6 +25,10 @@ from bert.errors import UserError
 from bert.model_presets import PRESETS, config_file
 
 PARAMS_FILE = Path("params.yaml")
+# Names that become folder and stage names (data/raw/<corpus>, download_weights@<name>).
+NAME = re.compile(r"[A-Za-z0-9_-]+")
+# finetune.init values the pipeline builds itself: our pretrained model, and fresh weights.
+BUILT_INITS = ("phase2", "random")
 YAML_BOOLEAN_TRAP = "YAML reads an unquoted no/off/yes/on as a boolean"
 
 
@@ -68,7 +73,9 @@ Precision = Literal["fp32", "bf16", "fp16"]
 
 
 @dataclass
-class CorpusSource:
+class Corpus:
+    # wikipedia: MediaWiki XML dumps; text: .txt files (one document each) or Parquet with `text`
+    kind: Literal["wikipedia", "text"]
     sources: list[str]
     checksums: list[str | None]  # empty: none checked; else one per source, null for "not checked"
 
@@ -189,7 +196,7 @@ class Squad:
 
 @dataclass
 class Finetune:
-    init: str  # phase2 | hf:<dir> | google-<name> | random
+    init: str  # phase2 | random | a key of `weights`
     epochs: Annotated[float, Range(0, low_open=True)]
     batch_size: Count
     learning_rate: LearningRate
@@ -224,7 +231,7 @@ class Benchmark:
 
 @dataclass
 class Params:
-    corpora: dict[str, CorpusSource]
+    corpora: dict[str, Corpus]
     extract: Extract
     shard: Shard
     vocab: Vocab
@@ -234,7 +241,7 @@ class Params:
     pretrain: Pretrain
     distributed: Distributed
     squad: Squad
-    weights: dict[str, str]  # released checkpoints by name, for finetune.init; any number of them
+    weights: dict[str, str]  # Hugging Face BERT folders (URL or local path) by name, for finetune.init
     finetune: Finetune
     predict: Predict
     benchmark: Benchmark
@@ -368,6 +375,8 @@ def _join(prefix: str, key) -> str:
 
 def _check(params: Params) -> None:
     """Rules across fields, and about files: each value alone already fits its type and range."""
+    if not params.corpora:
+        raise UserError("params.yaml: corpora is empty; name at least one corpus to pretrain on")
     problems = []
 
     def require(ok: bool, message: str) -> None:
@@ -375,6 +384,10 @@ def _check(params: Params) -> None:
             problems.append(message)
 
     for corpus, source in params.corpora.items():
+        require(
+            NAME.fullmatch(corpus) is not None,
+            f"corpora.{corpus}: a corpus name is a folder and stage name: letters, digits, '_' and '-'",
+        )
         require(bool(source.sources), f"corpora.{corpus}.sources is empty; give at least one URL or path")
         require(
             not source.checksums or len(source.checksums) == len(source.sources),
@@ -427,12 +440,18 @@ def _check(params: Params) -> None:
         f"squad.max_query_length is {params.squad.max_query_length}; it must leave room for the context "
         f"in squad.max_seq_length ({params.squad.max_seq_length}): at most {params.squad.max_seq_length - 4}",
     )
+    for name in params.weights:
+        require(
+            NAME.fullmatch(name) is not None and name not in BUILT_INITS,
+            f"weights.{name}: a weights name is a folder and stage name (letters, digits, '_', '-'), "
+            f"and not {' or '.join(BUILT_INITS)}",
+        )
     init = params.finetune.init
     require(
-        init in ("phase2", "random") or init.startswith("hf:") or init in params.weights,
-        f"finetune.init is {init!r}; allowed: phase2, random, hf:<dir>, or one of: {', '.join(params.weights)}",
+        init in BUILT_INITS or init in params.weights,
+        f"finetune.init is {init!r}; allowed: {', '.join(BUILT_INITS)}, or a key of weights "
+        f"({', '.join(params.weights) or 'none'}); to start from another Hugging Face BERT folder or "
+        "URL, add it under weights",
     )
-    if init.startswith("hf:"):
-        require(Path(init[3:]).is_dir(), f"finetune.init: {init[3:]} is not a directory")
     if problems:
         raise UserError("params.yaml: " + "\n  params.yaml: ".join(problems))

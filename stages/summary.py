@@ -11,7 +11,7 @@ ARTIFACTS = [
     ("data/vocab/vocab.txt", "WordPiece vocabulary"),
     ("data/examples/", "pretraining examples (HDF5, NVIDIA layout) + manifest.json"),
     ("data/models/phase1/", "phase-1 model (Hugging Face format)"),
-    ("data/models/hf/", "final pretrained model, Hugging Face format"),
+    ("data/weights/phase2/", "final pretrained model, Hugging Face format (finetune.init: phase2)"),
     ("data/models/squad/", "SQuAD fine-tuned model, Hugging Face format"),
     ("data/predictions/", "predictions.json, nbest_predictions.json (null_odds.json for v2.0)"),
     ("metrics/", "DVC metrics (dvc metrics show / diff)"),

@@ -28,7 +28,7 @@ def test_txt_books_one_document_each(tmp_path):
     )
     # ... and a file without blank lines keeps one paragraph per line.
     (raw / "shelf" / "lines.txt").write_text("Ærø is an island.\nSkål!\n", encoding="utf-8")
-    stats = format_books(raw, tmp_path / "docs")
+    stats = format_books(raw, tmp_path / "docs", "bookcorpus")
     docs = documents(tmp_path / "docs")
     assert [d["doc_id"] for d in docs] == ["bookcorpus:shelf/lines", "bookcorpus:wrapped"]
     assert docs[0]["text"] == "Ærø is an island.\nSkål!"
@@ -41,7 +41,7 @@ def test_parquet_row_per_book(tmp_path):
     raw.mkdir()
     book = "A long book sentence.\n\n" * 200
     pq.write_table(pa.table({"text": [book, book.upper(), ""]}), raw / "books.parquet")
-    format_books(raw, tmp_path / "docs")
+    format_books(raw, tmp_path / "docs", "bookcorpus")
     docs = documents(tmp_path / "docs")
     assert [d["doc_id"] for d in docs] == [
         "bookcorpus:books:0",
@@ -56,7 +56,7 @@ def test_parquet_row_per_line_without_book_id(tmp_path, monkeypatch):
     raw.mkdir()
     lines = [f"line {i} ." for i in range(6)] + [""] + ["after  a   blank ."]
     pq.write_table(pa.table({"text": lines}), raw / "lines.parquet")
-    format_books(raw, tmp_path / "docs")
+    format_books(raw, tmp_path / "docs", "bookcorpus")
     docs = documents(tmp_path / "docs")
     assert [d["doc_id"] for d in docs] == ["bookcorpus:lines:0", "bookcorpus:lines:4", "bookcorpus:lines:7"]
     assert docs[0]["text"] == "line 0 .\nline 1 .\nline 2 .\nline 3 ."
@@ -71,14 +71,14 @@ def test_parquet_row_per_line_grouped_by_book_id(tmp_path):
         {"book_id": ["b1", "b1", "b2", "b2", "b2"], "text": ["One.", "Two.", "Three.", "Four.", "Five."]}
     )
     pq.write_table(table, raw / "ids.parquet")
-    format_books(raw, tmp_path / "docs")
+    format_books(raw, tmp_path / "docs", "bookcorpus")
     docs = documents(tmp_path / "docs")
     assert [(d["title"], d["text"]) for d in docs] == [("b1", "One.\nTwo."), ("b2", "Three.\nFour.\nFive.")]
 
 
 def expect_error(tmp_path, raw: Path, *fragments: str) -> None:
     with pytest.raises(UserError) as error:
-        format_books(raw, tmp_path / "out" / "docs")
+        format_books(raw, tmp_path / "out" / "docs", "bookcorpus")
     for fragment in fragments:
         assert fragment in str(error.value)
     assert not (tmp_path / "out" / "docs").exists()
@@ -113,7 +113,7 @@ def test_stage_reports_missing_text_column_in_one_line(tmp_path):
     write_params(tmp_path)
     env = {**os.environ, "PYTHONPATH": str(REPO)}
     result = subprocess.run(
-        [sys.executable, "-m", "stages.format_books"],
+        [sys.executable, "-m", "stages.documents", "bookcorpus"],
         cwd=tmp_path,
         env=env,
         capture_output=True,

@@ -317,7 +317,10 @@ def test_stage_download_publishes_the_folder(server, tmp_path):
         f"{hashlib.sha1(PAYLOAD).hexdigest()}  enwiki-20250201-pages-articles.xml.bz2\n".encode()
     )
     source = f"{server.url}/dumps/enwiki-20250201-pages-articles.xml.bz2"
-    write_params(tmp_path, {"corpora.wikipedia": {"sources": [source], "checksums": ["published"]}})
+    write_params(
+        tmp_path,
+        {"corpora.wikipedia": {"kind": "wikipedia", "sources": [source], "checksums": ["published"]}},
+    )
     result = run_stage(tmp_path, "stages.download", "wikipedia")
     assert result.returncode == 0, result.stderr
     assert leftovers(tmp_path / "data" / "raw") == ["wikipedia"]
@@ -327,7 +330,7 @@ def test_stage_download_publishes_the_folder(server, tmp_path):
 def test_stage_download_404_is_one_error_line(server, tmp_path):
     server.files["/ok.parquet"] = PAYLOAD
     sources = [f"{server.url}/ok.parquet", f"{server.url}/missing.parquet"]
-    write_params(tmp_path, {"corpora.wikipedia": {"sources": sources, "checksums": []}})
+    write_params(tmp_path, {"corpora.wikipedia": {"kind": "wikipedia", "sources": sources, "checksums": []}})
     result = run_stage(tmp_path, "stages.download", "wikipedia")
     assert result.returncode == 1
     assert "Traceback" not in result.stderr
@@ -383,8 +386,9 @@ def test_stage_download_weights(server, tmp_path):
         "pytorch_model.bin",
     ):  # no model.safetensors, no tokenizer_config
         server.files[f"/bert/{name}"] = name.encode()
-    write_params(tmp_path, {"weights": {"google-tiny": f"{server.url}/bert"}, "finetune.init": "google-tiny"})
-    result = run_stage(tmp_path, "stages.download_weights")
+    weights = {"google-tiny": f"{server.url}/bert", "other": f"{server.url}/nowhere"}
+    write_params(tmp_path, {"weights": weights, "finetune.init": "google-tiny"})
+    result = run_stage(tmp_path, "stages.download_weights", "google-tiny")
     assert result.returncode == 0, result.stderr
     assert leftovers(tmp_path / "data/weights/google-tiny") == [
         "config.json",
@@ -392,11 +396,21 @@ def test_stage_download_weights(server, tmp_path):
         "vocab.txt",
     ]
     assert (tmp_path / "data/weights/google-tiny/pytorch_model.bin").read_bytes() == b"pytorch_model.bin"
-    write_params(tmp_path, {"finetune.init": "random"})
-    result = run_stage(tmp_path, "stages.download_weights")
+    # an entry finetune.init does not name is not fetched (its URL here would fail)
+    result = run_stage(tmp_path, "stages.download_weights", "other")
     assert result.returncode == 0, result.stderr
-    assert leftovers(tmp_path / "data/weights") == ["README.txt"]
-    assert "finetune.init=random" in (tmp_path / "data/weights/README.txt").read_text()
+    assert leftovers(tmp_path / "data/weights/other") == ["README.txt"]
+    assert (
+        "finetune.init is google-tiny, not other" in (tmp_path / "data/weights/other/README.txt").read_text()
+    )
+    write_params(tmp_path, {"weights": weights, "finetune.init": "random"})
+    result = run_stage(tmp_path, "stages.download_weights", "google-tiny")
+    assert result.returncode == 0, result.stderr
+    assert leftovers(tmp_path / "data/weights/google-tiny") == ["README.txt"]
+    result = run_stage(tmp_path, "stages.download_weights", "google-large")
+    assert result.returncode == 1 and result.stderr.strip() == (
+        "error: params.yaml: no `weights.google-large`; weights: google-tiny, other"
+    )
 
 
 def test_progress_is_logged_when_no_terminal(server, tmp_path, monkeypatch, caplog):

@@ -33,7 +33,7 @@ def test_phase1_phase2_export(tmp_path):
         assert sorted(p.name for p in (root / f"data/models/{phase}").iterdir()) == [
             "config.json", "model.safetensors", "tokenizer_config.json", "vocab.txt",
         ]  # fmt: skip
-    hf = root / "data/models/hf"
+    hf = root / "data/weights/phase2"
     assert json.loads((hf / "tokenizer_config.json").read_text())["do_lower_case"] is True
     transformers = pytest.importorskip("transformers")
     theirs = transformers.BertForPreTraining.from_pretrained(hf).eval()

@@ -1,6 +1,6 @@
 """The SQuAD stages end to end, as DVC runs them, in a throw-away project folder: a tiny random
-BERT saved as a Hugging Face directory (finetune.init: hf:<dir>) and a few questions of the
-bundled sample world. finetune_squad -> predict_squad -> evaluate_squad -> benchmark."""
+BERT saved as a Hugging Face directory where export_hf puts ours (finetune.init: phase2) and a few
+questions of the bundled sample world. finetune_squad -> predict_squad -> evaluate_squad -> benchmark."""
 
 import json
 import os
@@ -16,6 +16,7 @@ from tests.stage_workspace import set_params, write_params
 
 REPO = Path(__file__).resolve().parents[1]
 SAMPLE = REPO / "data/sample/squad"
+INIT = "data/weights/phase2"
 
 
 def subset(source: Path, target: Path, articles: int) -> None:
@@ -28,7 +29,7 @@ def subset(source: Path, target: Path, articles: int) -> None:
 def make_project(root: Path, vocab_file: Path, version: str) -> Path:
     root.mkdir(parents=True)
     squad = {"version": version, "max_seq_length": 64, "doc_stride": 32, "max_query_length": 16}
-    finetune = {"init": "hf:init", "epochs": 1, "batch_size": 4, "log_every": 1, "save_every": 2}
+    finetune = {"init": "phase2", "epochs": 1, "batch_size": 4, "log_every": 1, "save_every": 2}
     benchmark = {"batch_size": 2, "seq_length": 32, "warmup_steps": 0, "steps": 2, "dev_windows": 16}
     write_params(root, {**{f"squad.{key}": value for key, value in squad.items()},
                         **{f"finetune.{key}": value for key, value in finetune.items()},
@@ -39,7 +40,7 @@ def make_project(root: Path, vocab_file: Path, version: str) -> Path:
     torch.manual_seed(0)
     config = BertConfig(vocab_size=len(vocab_file.read_text().splitlines()), hidden_size=16, num_hidden_layers=1,
                         num_attention_heads=2, intermediate_size=32, max_position_embeddings=64)  # fmt: skip
-    BertForQuestionAnswering(config).save_pretrained(root / "init", vocab_file=vocab_file, lower_case=True)
+    BertForQuestionAnswering(config).save_pretrained(root / INIT, vocab_file=vocab_file, lower_case=True)
     return root
 
 
@@ -114,12 +115,12 @@ def test_finetune_resumes_and_benchmark(tmp_path, uncased_vocab):
     set_params(root, {"finetune.unpad": False})
 
     # New initial weights of the same shape (say, pretraining ran again) start afresh.
-    initial = root / "init/model.safetensors"
+    initial = root / INIT / "model.safetensors"
     size = initial.stat().st_size
-    model = BertForQuestionAnswering.from_pretrained(root / "init")
+    model = BertForQuestionAnswering.from_pretrained(root / INIT)
     with torch.no_grad():
         model.qa_outputs.weight.add_(1.0)
-    model.save_pretrained(root / "init", vocab_file=uncased_vocab, lower_case=True)
+    model.save_pretrained(root / INIT, vocab_file=uncased_vocab, lower_case=True)
     assert initial.stat().st_size == size
     fresh = run(root, "stages.finetune_squad")
     assert "other params; starting afresh" in fresh.stderr and "resumed from step" not in fresh.stderr
@@ -141,13 +142,16 @@ def test_finetune_resumes_and_benchmark(tmp_path, uncased_vocab):
 
 def test_missing_init_is_one_clear_line(tmp_path, uncased_vocab):
     root = make_project(tmp_path / "project", uncased_vocab, "v1.1")
-    set_params(root, {"finetune.init": "random"})  # needs data/models/hf, which this project lacks
+    set_params(root, {"finetune.init": "random"})  # needs data/weights/random, which this project lacks
     env = {**os.environ, "PYTHONPATH": str(REPO)}
     done = subprocess.run(
         [sys.executable, "-m", "stages.finetune_squad"], cwd=root, env=env, capture_output=True, text=True
     )
     assert done.returncode == 1
-    assert "data/models/hf" in done.stderr and "export_hf" in done.stderr and "Traceback" not in done.stderr
+    assert done.stderr.strip().splitlines()[-1] == (
+        "error: data/weights/random: no config.json + vocab.txt for finetune.init=random; "
+        "run `dvc repro init_random`"
+    )
 
 
 def test_batches_split_ranks_reshuffle_epochs_and_resume():
@@ -292,9 +296,9 @@ def test_unpadded_fine_tuning_trains_the_same_model(tmp_path, uncased_vocab):
     trained = {}
     for unpad in (False, True):
         root = make_project(tmp_path / f"unpad-{unpad}", uncased_vocab, "v1.1")
-        init = BertForQuestionAnswering.from_pretrained(root / "init")
+        init = BertForQuestionAnswering.from_pretrained(root / INIT)
         init.config.hidden_dropout_prob = init.config.attention_probs_dropout_prob = 0.0
-        init.save_pretrained(root / "init", vocab_file=uncased_vocab, lower_case=True)
+        init.save_pretrained(root / INIT, vocab_file=uncased_vocab, lower_case=True)
         set_params(root, {"finetune.unpad": unpad})
         log = run(root, "stages.finetune_squad").stderr
         assert ("encoder on packed real tokens" in log) == unpad
@@ -302,6 +306,6 @@ def test_unpadded_fine_tuning_trains_the_same_model(tmp_path, uncased_vocab):
     assert trained[False].keys() == trained[True].keys()
     for name, weight in trained[False].items():
         torch.testing.assert_close(trained[True][name], weight, atol=1e-4, rtol=0, msg=name)
-    initial = load_file(tmp_path / "unpad-True/init/model.safetensors")
+    initial = load_file(tmp_path / "unpad-True" / INIT / "model.safetensors")
     moved = max((trained[True][name] - initial[name]).abs().max() for name in initial)
     assert moved > 1e-3  # it trained: the comparison is not of two copies of the initial weights

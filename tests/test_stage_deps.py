@@ -63,19 +63,30 @@ def import_closure(module: str, root: Path = REPO) -> set[Path]:
     return {module_file(name, root).relative_to(root) for name in seen}
 
 
+def foreach_keys(stage: dict, params: dict) -> list[str]:
+    """The names of a `foreach` stage's instances (`name@<key>`): a list's items, or the keys of a
+    params dict named as `${section.key}`."""
+    items = stage["foreach"]
+    if isinstance(items, str):
+        match = re.fullmatch(r"\$\{([\w.-]+)\}", items.strip())
+        if not match:
+            raise AssertionError(f"dvc.yaml: foreach {items!r} is neither a list nor ${{params.key}}")
+        for part in match.group(1).split("."):
+            items = params[part]
+    return [str(key) for key in items]
+
+
 def expanded_stages(dvc_yaml: Path = REPO / "dvc.yaml") -> dict[str, dict]:
-    """dvc.yaml's stages with `foreach` lists expanded (`name@item`, `${item}` substituted)."""
+    """dvc.yaml's stages with `foreach` expanded (`name@key`, `${item}` / `${key}` substituted)."""
+    params = yaml.safe_load((dvc_yaml.parent / "params.yaml").read_text())
     stages = {}
     for name, stage in yaml.safe_load(dvc_yaml.read_text())["stages"].items():
         if "foreach" not in stage:
             stages[name] = stage
             continue
-        items = stage["foreach"]
-        if not isinstance(items, list):
-            raise AssertionError(f"dvc.yaml: stage {name} iterates over {items!r}; this test expands lists")
-        for item in items:
-            text = yaml.safe_dump(stage["do"]).replace("${item}", str(item))
-            stages[f"{name}@{item}"] = yaml.safe_load(text)
+        for key in foreach_keys(stage, params):
+            text = yaml.safe_dump(stage["do"]).replace("${item}", key).replace("${key}", key)
+            stages[f"{name}@{key}"] = yaml.safe_load(text)
     return stages
 
 
@@ -125,6 +136,7 @@ def test_a_removed_dep_line_is_caught(tmp_path):
         if (REPO / folder).is_dir():
             (tmp_path / folder).symlink_to(REPO / folder)
     (tmp_path / "dvc.yaml").write_text(text.replace(victim, "", 1))
+    (tmp_path / "params.yaml").symlink_to(REPO / "params.yaml")
     assert stage_dep_problems(tmp_path) == [
         "stage evaluate_squad: imports stages/evaluate_squad.py, which its deps do not list"
     ]
@@ -151,15 +163,11 @@ def write_source_deps(dvc_yaml: Path = REPO / "dvc.yaml") -> None:
     yaml_rt.width = 4096
     document = yaml_rt.load(dvc_yaml.read_text())
     expanded = expanded_stages(dvc_yaml)
+    params = yaml.safe_load((dvc_yaml.parent / "params.yaml").read_text())
     for name, stage in document["stages"].items():
         body = stage.get("do", stage)
-        items = stage.get("foreach", [None])
-        closures = {
-            frozenset(
-                import_closure(command_module(expanded[name if item is None else f"{name}@{item}"]["cmd"]))
-            )
-            for item in items
-        }
+        instances = [f"{name}@{key}" for key in foreach_keys(stage, params)] if "foreach" in stage else [name]
+        closures = {frozenset(import_closure(command_module(expanded[each]["cmd"]))) for each in instances}
         assert len(closures) == 1, f"{name}: its foreach items import different modules"
         sources = [str(path) for path in sorted(closures.pop())]
         others = [dep for dep in body.get("deps", []) if not str(dep).endswith(".py")]

@@ -78,7 +78,7 @@ def read_documents(folder: Path) -> list[dict]:
 @pytest.mark.parametrize("name", ["dump.xml", "dump.xml.bz2"])
 def test_extracts_article_prose_only(tmp_path, siteinfo, name):
     write_dump(tmp_path / "raw" / name, siteinfo=siteinfo)
-    stats = extract_wikipedia(tmp_path / "raw", tmp_path / "docs", processes=1)
+    stats = extract_wikipedia(tmp_path / "raw", tmp_path / "docs", processes=1, corpus="wikipedia")
     docs = read_documents(tmp_path / "docs")
     assert [d["doc_id"] for d in docs] == ["wikipedia:1", "wikipedia:7"]
     assert {d["corpus"] for d in docs} == {"wikipedia"}
@@ -100,8 +100,8 @@ def test_same_output_with_one_or_two_processes(tmp_path):
         tmp_path / "raw" / "b.xml.bz2",
         pages=[(100 + i, f"Article {i}", f"Text number {i}. More.", 0, None) for i in range(40)],
     )
-    extract_wikipedia(tmp_path / "raw", tmp_path / "one", processes=1)
-    extract_wikipedia(tmp_path / "raw", tmp_path / "two", processes=2)
+    extract_wikipedia(tmp_path / "raw", tmp_path / "one", processes=1, corpus="wikipedia")
+    extract_wikipedia(tmp_path / "raw", tmp_path / "two", processes=2, corpus="wikipedia")
     assert read_documents(tmp_path / "one") == read_documents(tmp_path / "two")
     assert len(read_documents(tmp_path / "two")) == 42
 
@@ -119,7 +119,9 @@ def test_skip_reasons_from_siteinfo_less_titles(tmp_path):
 
 
 def test_real_70_page_dump(shared_data, tmp_path):
-    stats = extract_wikipedia(shared_data / "enwiki-sample-70pages.xml.bz2", tmp_path / "docs", processes=2)
+    stats = extract_wikipedia(
+        shared_data / "enwiki-sample-70pages.xml.bz2", tmp_path / "docs", processes=2, corpus="wikipedia"
+    )
     docs = {d["title"]: d["text"] for d in read_documents(tmp_path / "docs")}
     assert set(docs) == {"Anarchism", "Albedo", "A", "Alabama", "Achilles", "Abraham Lincoln"}
     assert docs["Anarchism"].startswith("Anarchism is a political philosophy and movement")
@@ -135,7 +137,7 @@ def test_real_70_page_dump(shared_data, tmp_path):
 
 def expect_error(tmp_path, dump: Path, *fragments: str) -> None:
     with pytest.raises(UserError) as error:
-        extract_wikipedia(dump, tmp_path / "out" / "docs", processes=1)
+        extract_wikipedia(dump, tmp_path / "out" / "docs", processes=1, corpus="wikipedia")
     message = str(error.value)
     assert str(dump) in message and "\n" not in message
     for fragment in fragments:
@@ -174,7 +176,7 @@ def test_non_empty_dump_with_zero_documents(tmp_path):
 def test_folder_without_dumps(tmp_path):
     (tmp_path / "raw").mkdir()
     with pytest.raises(UserError, match="no Wikipedia dump"):
-        extract_wikipedia(tmp_path / "raw", tmp_path / "docs", processes=1)
+        extract_wikipedia(tmp_path / "raw", tmp_path / "docs", processes=1, corpus="wikipedia")
 
 
 def test_output_folder_that_cannot_be_created(tmp_path):
@@ -183,7 +185,7 @@ def test_output_folder_that_cannot_be_created(tmp_path):
     with pytest.raises(
         UserError, match=r"file/docs: cannot write the output folder \(File exists: .*/file\)"
     ):
-        extract_wikipedia(dump, tmp_path / "file" / "docs", processes=1)
+        extract_wikipedia(dump, tmp_path / "file" / "docs", processes=1, corpus="wikipedia")
 
 
 @pytest.mark.skipif(os.geteuid() == 0, reason="root can write anywhere")
@@ -194,7 +196,7 @@ def test_unwritable_output_folder(tmp_path):
     locked.chmod(0o500)
     try:
         with pytest.raises(UserError, match="cannot write the output folder"):
-            extract_wikipedia(dump, locked / "docs", processes=1)
+            extract_wikipedia(dump, locked / "docs", processes=1, corpus="wikipedia")
     finally:
         locked.chmod(0o700)
 
@@ -211,7 +213,7 @@ def run_stage_in(workdir: Path, *args: str) -> subprocess.CompletedProcess:
 def test_stage_reports_bad_dump_in_one_line(tmp_path):
     dump = write_dump(tmp_path / "data" / "raw" / "wikipedia" / "dump.xml")
     dump.write_bytes(dump.read_bytes()[:-300])
-    result = run_stage_in(tmp_path, "stages.extract_wikipedia")
+    result = run_stage_in(tmp_path, "stages.documents", "wikipedia")
     assert result.returncode == 1
     last = result.stderr.strip().splitlines()[-1]
     assert last.startswith("error: data/raw/wikipedia/dump.xml: malformed XML at line")
@@ -221,10 +223,10 @@ def test_stage_reports_bad_dump_in_one_line(tmp_path):
 
 def test_stage_writes_documents_and_metrics(tmp_path):
     write_dump(tmp_path / "data" / "raw" / "wikipedia" / "dump.xml.bz2", siteinfo=False)
-    result = run_stage_in(tmp_path, "stages.extract_wikipedia")
+    result = run_stage_in(tmp_path, "stages.documents", "wikipedia")
     assert result.returncode == 0, result.stderr
     import json
 
-    metrics = json.loads((tmp_path / "metrics" / "extract_wikipedia.json").read_text())
+    metrics = json.loads((tmp_path / "metrics" / "documents_wikipedia.json").read_text())
     assert metrics["documents"] == 2 and metrics["pages"] == 7 and metrics["pages_per_second"] > 0
     assert len(read_documents(tmp_path / "data" / "documents" / "wikipedia")) == 2

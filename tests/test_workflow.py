@@ -24,8 +24,8 @@ BIN = Path(sys.executable).parent
 DATA_STAGES = [
     "download@wikipedia",
     "download@bookcorpus",
-    "extract_wikipedia",
-    "format_books",
+    "documents@wikipedia",
+    "documents@bookcorpus",
     "shard@wikipedia",
     "shard@bookcorpus",
     "vocab",

@@ -1,6 +1,7 @@
-"""BookCorpus (a folder of .txt books and/or Parquet files with a `text` column) -> document table.
+"""Plain text (a folder of .txt files and/or Parquet files with a `text` column) -> document table.
 
-One document per book. Paragraphs are separated by "\n" as in the Wikipedia documents:
+The `text` kind of corpus: BookCorpus in either of its forms, or any collection of documents.
+One document per .txt file (a book) or per book of a Parquet file. Paragraphs are separated by "\n" as in the Wikipedia documents:
 - a `.txt` book: runs of non-blank lines separated by blank lines are paragraphs (their lines
   joined by spaces, so hard-wrapped prose is rejoined); a file without any blank line is taken
   to hold one paragraph (or sentence) per line, as BookCorpus' own text files do;
@@ -27,7 +28,6 @@ from bert.errors import UserError
 
 log = logging.getLogger(__name__)
 
-CORPUS = "bookcorpus"
 BOOK_ROW_MIN_CHARS = 2000
 LINES_PER_DOCUMENT = 1000
 BOOK_ID_COLUMNS = ("book_id", "book", "title")
@@ -127,7 +127,7 @@ def _line_book_title(path: Path, book_id, start_row: int) -> str:
 def find_book_files(folder: str | Path) -> list[Path]:
     folder = Path(folder)
     if not folder.exists():
-        raise UserError(f"{folder}: not found; run `dvc repro download@bookcorpus` first")
+        raise UserError(f"{folder}: not found; run `dvc repro download@{folder.name}` first")
     files = [folder] if folder.is_file() else sorted(p for p in folder.rglob("*") if p.is_file())
     books = [p for p in files if p.suffix in (".txt", ".parquet")]
     if not books:
@@ -135,8 +135,9 @@ def find_book_files(folder: str | Path) -> list[Path]:
     return books
 
 
-def format_books(input_path: str | Path, out_dir: str | Path) -> dict:
-    """Write every book under `input_path` as one document of the table `out_dir` (atomically)."""
+def format_books(input_path: str | Path, out_dir: str | Path, corpus: str) -> dict:
+    """Write every book under `input_path` as one document of the table `out_dir` (atomically),
+    with ids `<corpus>:<file>[:<book>]`."""
     input_path = Path(input_path)
     files = find_book_files(input_path)
     root = input_path if input_path.is_dir() else input_path.parent
@@ -153,8 +154,8 @@ def format_books(input_path: str | Path, out_dir: str | Path) -> dict:
                 if not text.strip():
                     skipped_empty += 1
                     continue
-                doc_id = f"{CORPUS}:{name}" + (f":{key}" if key else "")
-                writer.add(CORPUS, doc_id, title, text)
+                doc_id = f"{corpus}:{name}" + (f":{key}" if key else "")
+                writer.add(corpus, doc_id, title, text)
         writer.close()
         if writer.documents == 0:
             raise UserError(f"{input_path}: the books contain no text; nothing to format")

@@ -36,7 +36,6 @@ from bert.parallel import Workers
 
 log = logging.getLogger(__name__)
 
-CORPUS = "wikipedia"
 DUMP_SUFFIXES = (".xml", ".xml.bz2")
 
 # The namespaces every MediaWiki wiki has (English names), used when a dump has no <siteinfo>.
@@ -212,7 +211,7 @@ def find_dumps(folder: str | Path) -> list[Path]:
     if folder.is_file():
         return [folder]
     if not folder.is_dir():
-        raise UserError(f"{folder}: not found; run `dvc repro download@wikipedia` first")
+        raise UserError(f"{folder}: not found; run `dvc repro download@{folder.name}` first")
     dumps = sorted(p for p in folder.rglob("*") if p.is_file() and p.name.endswith(DUMP_SUFFIXES))
     if not dumps:
         raise UserError(f"{folder}: no Wikipedia dump (*.xml or *.xml.bz2) in this folder")
@@ -272,7 +271,9 @@ def _load_templates(
     return templates, redirects, pages
 
 
-def extract_dump(path: Path, writer: DocumentWriter, processes: int, stats: ExtractStats) -> None:
+def extract_dump(
+    path: Path, writer: DocumentWriter, processes: int, stats: ExtractStats, corpus: str
+) -> None:
     """Extract the articles of one dump into `writer`, in dump order."""
     reader = DumpReader(path)
     with tqdm(desc=f"templates {path.name}", unit=" pages", leave=False) as progress:
@@ -315,7 +316,7 @@ def extract_dump(path: Path, writer: DocumentWriter, processes: int, stats: Extr
             for page_id, title, text in (article for batch in batches for article in batch):
                 progress.update()
                 if text:
-                    writer.add(CORPUS, f"{CORPUS}:{page_id}", title, text)
+                    writer.add(corpus, f"{corpus}:{page_id}", title, text)
                     stats.documents += 1
                 else:
                     skipped["empty"] += 1
@@ -336,8 +337,11 @@ def extract_dump(path: Path, writer: DocumentWriter, processes: int, stats: Extr
     log.info("%s: %d pages -> %d documents (skipped: %s)", path.name, total_pages, found, dict(skipped))
 
 
-def extract_wikipedia(input_path: str | Path, out_dir: str | Path, processes: int) -> ExtractStats:
-    """Extract every dump under `input_path` into the document table `out_dir` (atomically)."""
+def extract_wikipedia(
+    input_path: str | Path, out_dir: str | Path, processes: int, corpus: str
+) -> ExtractStats:
+    """Extract every dump under `input_path` into the document table `out_dir` (atomically), with
+    ids `<corpus>:<page id>`."""
     dumps = find_dumps(input_path)
     processes = processes or os.cpu_count() or 1
     stats = ExtractStats()
@@ -345,7 +349,7 @@ def extract_wikipedia(input_path: str | Path, out_dir: str | Path, processes: in
     with atomic_folder(out_dir) as tmp_dir:
         writer = DocumentWriter(tmp_dir)
         for dump in dumps:
-            extract_dump(dump, writer, processes, stats)
+            extract_dump(dump, writer, processes, stats, corpus)
         writer.close()
     stats.seconds = time.perf_counter() - start
     return stats

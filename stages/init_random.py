@@ -1,0 +1,42 @@
+"""Stage init_random: data/weights/random/, a freshly initialised model.size BERT over data/vocab.
+
+    python -m stages.init_random
+
+finetune.init: random fine-tunes from it: the baseline pretraining must beat. The weights are
+drawn from params.seed as pretrain_phase1 draws its initial weights, so `random` is exactly where
+pretraining starts. A Hugging Face directory like any other finetune.init, with the vocabulary.
+"""
+
+import logging
+from pathlib import Path
+
+import torch
+
+from bert.errors import UserError, run_main
+from bert.modeling import BertConfig, BertForPreTraining
+from stages.params import load_params
+
+VOCAB = Path("data/vocab/vocab.txt")
+OUT_DIR = Path("data/weights/random")
+
+
+def main() -> None:
+    params = load_params()
+    if not VOCAB.is_file():
+        raise UserError(f"{VOCAB}: not found; run the vocab stage first (dvc repro vocab)")
+    with open(VOCAB, encoding="utf-8") as file:
+        vocab_size = sum(1 for _ in file)
+    torch.manual_seed(params.seed)
+    model = BertForPreTraining(BertConfig.resolve(params.model.size, vocab_size))
+    model.save_pretrained(OUT_DIR, vocab_file=VOCAB, lower_case=params.vocab.lower_case)
+    logging.getLogger("init_random").info(
+        "%s: %s, %.1fM parameters, seed %d",
+        OUT_DIR,
+        params.model.size,
+        model.num_parameters() / 1e6,
+        params.seed,
+    )
+
+
+if __name__ == "__main__":
+    run_main(main)

@@ -1,0 +1,165 @@
+"""The DAG follows params.yaml: the corpora are whatever `corpora` names, and fine-tuning depends on
+the weights `finetune.init` names only, so released weights never pull in a corpus or pretraining.
+
+Each test works on a throw-away DVC project made of the working tree's tracked files."""
+
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.stage_workspace import set_params
+
+REPO = Path(__file__).resolve().parents[1]
+BIN = Path(sys.executable).parent
+CORPUS_STAGES = re.compile(
+    r"^(download@|documents@|shard@|vocab$|examples@|pretrain_|export_hf$|init_random$)"
+)
+
+
+def run(args: list[str], cwd: Path, timeout: int = 900) -> subprocess.CompletedProcess:
+    env = {**os.environ, "PATH": f"{BIN}{os.pathsep}{os.environ['PATH']}", "PYTHONUNBUFFERED": "1"}
+    done = subprocess.run(args, cwd=cwd, env=env, capture_output=True, text=True, timeout=timeout)
+    assert done.returncode == 0, f"{' '.join(args)} failed:\n{done.stdout[-3000:]}\n{done.stderr[-3000:]}"
+    return done
+
+
+def planned(project: Path, target: str) -> list[str]:
+    """The stages `dvc repro target` runs in a new project: the target and its ancestors (dvc dag)."""
+    output = run([str(BIN / "dvc"), "dag", "--md", target], cwd=project).stdout
+    return re.findall(r'node\d+\["([^"]+)"\]', output)
+
+
+@pytest.fixture
+def project(tmp_path) -> Path:
+    """The project's tracked files (as in the working tree, .dvc/ included) in a new git repository."""
+    root = tmp_path / "project"
+    files = run(
+        ["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"], cwd=REPO
+    ).stdout.split("\0")
+    for name in filter(None, files):
+        if (REPO / name).is_file() and not name.startswith(("dvclive/", "metrics/")) and name != "dvc.lock":
+            (root / name).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(REPO / name, root / name)
+    run(["git", "init", "--quiet"], cwd=root)
+    run(["git", "add", "-A"], cwd=root)  # DVCLive (in the training stages) needs a commit
+    run(
+        [
+            "git",
+            "-c",
+            "user.name=test",
+            "-c",
+            "user.email=test@example.com",
+            "commit",
+            "--quiet",
+            "-m",
+            "project",
+        ],
+        cwd=root,
+    )
+    return root
+
+
+def test_released_weights_need_no_corpus_and_no_pretraining(project):
+    pretraining = planned(project, "finetune_squad")
+    assert {"download@wikipedia", "vocab", "pretrain_phase2", "export_hf"} <= set(pretraining)
+    set_params(project, {"finetune.init": "google-base-uncased"})
+    released = planned(project, "finetune_squad")
+    assert sorted(released) == ["download_squad", "download_weights@google-base-uncased", "finetune_squad"]
+    set_params(project, {"finetune.init": "random"})
+    random_start = planned(project, "finetune_squad")
+    assert "init_random" in random_start and not any(stage.startswith("pretrain_") for stage in random_start)
+
+
+def test_corpora_are_params(project):
+    set_params(
+        project,
+        {
+            "corpora": {
+                "wikipedia": {
+                    "kind": "wikipedia",
+                    "sources": ["data/sample/wikipedia/samplewiki-20260101-pages-articles.xml.bz2"],
+                    "checksums": [],
+                },
+                "notes": {"kind": "text", "sources": ["data/sample/books/txt"], "checksums": []},
+            },
+            "mixing.weights": {"wikipedia": 1.0, "notes": 2.0},
+        },
+    )
+    stages = planned(project, "examples@phase1")
+    assert set(stages) == {
+        *(
+            f"{stage}@{corpus}"
+            for stage in ("download", "documents", "shard")
+            for corpus in ("wikipedia", "notes")
+        ),
+        "vocab",
+        "examples@phase1",
+    }
+
+
+@pytest.mark.slow
+def test_wikipedia_only_data_pipeline_runs(project):
+    """One corpus is a complete pipeline: its documents, shards, vocabulary and examples."""
+    set_params(
+        project,
+        {
+            "corpora": {
+                "wikipedia": {
+                    "kind": "wikipedia",
+                    "sources": ["data/sample/wikipedia/samplewiki-20260101-pages-articles.xml.bz2"],
+                    "checksums": [],
+                }
+            },
+            "mixing.weights": {"wikipedia": 1.0},
+            "examples.dupe_factor": 1,
+        },
+    )
+    run([str(BIN / "dvc"), "repro", "examples@phase1"], cwd=project)
+    manifest = json.loads((project / "data/examples/phase1/manifest.json").read_text())
+    assert manifest["instances"] > 0 and list(manifest["corpora"]) == ["wikipedia"]
+    assert not (project / "data/raw/bookcorpus").exists()
+
+
+@pytest.mark.slow
+def test_fine_tune_only_run_from_a_real_checkpoint(project, minilm_dir):
+    """MiniLM (a real BERT checkpoint in Hugging Face format) through `dvc repro evaluate_squad`:
+    it is fetched like Google's weights, and nothing of the corpora or pretraining is built."""
+    set_params(
+        project,
+        {
+            "weights.minilm": str(minilm_dir),
+            "finetune.init": "minilm",
+            "finetune.epochs": 0.25,
+            "finetune.learning_rate": 1e-4,
+            "squad.max_seq_length": 128,
+            "vocab.lower_case": True,
+        },
+    )
+    output = run([str(BIN / "dvc"), "repro", "evaluate_squad"], cwd=project).stdout
+    ran = re.findall(r"Running stage '([^']+)'", output)
+    assert sorted(ran) == [
+        "download_squad",
+        "download_weights@minilm",
+        "evaluate_squad",
+        "finetune_squad",
+        "predict_squad",
+    ]
+    assert not any(CORPUS_STAGES.match(stage) for stage in ran)
+    built = [p for p in (project / "data").glob("*/*") if p.name != ".gitignore"]
+    assert not [p for p in built if p.parent.name in ("raw", "documents", "shards", "vocab", "examples")], (
+        built
+    )
+    assert sorted(p.name for p in (project / "data/models").iterdir() if not p.name.startswith(".")) == [
+        "squad"
+    ]
+    assert sorted(p.name for p in (project / "data/weights").iterdir() if not p.name.startswith(".")) == [
+        "minilm"
+    ]
+    metrics = json.loads((project / "metrics/squad.json").read_text())
+    assert metrics["questions"] > 0 and 0 <= metrics["f1"] <= 100
