@@ -17,6 +17,11 @@ from tests.stage_workspace import set_params
 
 REPO = Path(__file__).resolve().parents[1]
 BIN = Path(sys.executable).parent
+SAMPLE_WIKIPEDIA = {
+    "kind": "wikipedia",
+    "sources": ["data/sample/wikipedia/samplewiki-20260101-pages-articles.xml.bz2"],
+    "checksums": [],
+}
 CORPUS_STAGES = re.compile(
     r"^(download@|documents@|shard@|vocab$|examples@|pretrain_|export_hf$|init_random$)"
 )
@@ -81,11 +86,7 @@ def test_corpora_are_params(project):
         project,
         {
             "corpora": {
-                "wikipedia": {
-                    "kind": "wikipedia",
-                    "sources": ["data/sample/wikipedia/samplewiki-20260101-pages-articles.xml.bz2"],
-                    "checksums": [],
-                },
+                "wikipedia": SAMPLE_WIKIPEDIA,
                 "notes": {"kind": "text", "sources": ["data/sample/books/txt"], "checksums": []},
             },
             "mixing.weights": {"wikipedia": 1.0, "notes": 2.0},
@@ -109,13 +110,7 @@ def test_wikipedia_only_data_pipeline_runs(project):
     set_params(
         project,
         {
-            "corpora": {
-                "wikipedia": {
-                    "kind": "wikipedia",
-                    "sources": ["data/sample/wikipedia/samplewiki-20260101-pages-articles.xml.bz2"],
-                    "checksums": [],
-                }
-            },
+            "corpora": {"wikipedia": SAMPLE_WIKIPEDIA},
             "mixing.weights": {"wikipedia": 1.0},
             "examples.dupe_factor": 1,
         },
