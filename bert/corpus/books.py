@@ -69,7 +69,9 @@ def _text_column_check(path: Path, parquet: pq.ParquetFile) -> None:
         )
     kind = parquet.schema_arrow.field("text").type
     if not (pa.types.is_string(kind) or pa.types.is_large_string(kind) or pa.types.is_null(kind)):
-        raise UserError(f"{path}: the `text` column holds {kind}, not strings; store the text as UTF-8 strings")
+        raise UserError(
+            f"{path}: the `text` column holds {kind}, not strings; store the text as UTF-8 strings"
+        )
 
 
 def _row_group_batches(path: Path, parquet: pq.ParquetFile, columns: list[str], batch_size: int) -> Iterator:

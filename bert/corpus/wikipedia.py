@@ -276,7 +276,9 @@ class BudgetedExtractor(wikiextractor.Extractor):
         return value
 
 
-def _extract_article(page_id: str, revision_id: str, title: str, wikitext: str) -> tuple[str, str, str | None]:
+def _extract_article(
+    page_id: str, revision_id: str, title: str, wikitext: str
+) -> tuple[str, str, str | None]:
     """(page id, title, plain text), the text None when the page's templates exceed the budget."""
     state = _worker_state
     extractor = BudgetedExtractor(
