@@ -196,7 +196,7 @@ CASES = [
          "data/documents/wikipedia"),
     Case("wiki-not-utf8", WIKIPEDIA, latin1_dump, (WIKI_DUMP, "malformed XML at line", "not UTF-8"),
          "data/documents/wikipedia", fix=good_dump),
-    Case("wiki-html-page", WIKIPEDIA, html_dump, (WIKI_DUMP, "malformed XML", "line 2"), "data/documents/wikipedia"),
+    Case("wiki-html-page", WIKIPEDIA, html_dump, (WIKI_DUMP, "an HTML page, not a MediaWiki XML export"), "data/documents/wikipedia"),
     Case("wiki-no-dump", WIKIPEDIA, empty_dump_folder, ("data/raw/wikipedia", "no Wikipedia dump"),
          "data/documents/wikipedia"),
     # Books: .txt and Parquet

@@ -143,6 +143,11 @@ class DumpReader:
         except ET.ParseError as error:
             line, column = error.position
             reason = str(error).split(":")[0]
+            if count == 0 and self._looks_like_html():
+                raise UserError(
+                    f"{self.path}: an HTML page, not a MediaWiki XML export (a web server's error page?): "
+                    "check the source URL and download it again"
+                ) from None
             raise UserError(
                 f"{self.path}: malformed XML at line {line}, column {column} ({reason}) after {count} pages; "
                 "the file is corrupt, truncated or not UTF-8: download it again"
@@ -154,6 +159,15 @@ class DumpReader:
             ) from None
         except OSError as error:
             raise UserError(f"{self.path}: cannot read ({error}) after {count} pages") from None
+
+    def _looks_like_html(self) -> bool:
+        opener = bz2.open if self.path.name.endswith(".bz2") else open
+        try:
+            with opener(self.path, "rb") as file:
+                start = file.read(1024).lower()
+        except (OSError, EOFError):
+            return False
+        return b"<!doctype html" in start or b"<html" in start
 
     def _read_siteinfo(self, element: ET.Element) -> None:
         self.has_siteinfo = True
