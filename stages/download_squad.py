@@ -5,6 +5,7 @@ from pathlib import Path
 
 from bert.corpus.download import download, publish, remove_staging, staging_dir
 from bert.errors import UserError, run_main
+from bert.squad.dataset import dataset_version
 from stages.params import load_params
 
 OUT_DIR = Path("data/squad")
@@ -29,9 +30,13 @@ def check_version(path: Path, source: str, version: str) -> None:
     """Catch a v1.1 file given for v2.0 (or not SQuAD at all) before anything trains on it."""
     try:
         with open(path, encoding="utf-8") as file:
-            found = json.load(file).get("version")
-    except (ValueError, AttributeError) as error:
+            dataset = json.load(file)
+    except ValueError as error:
         raise UserError(f"{source}: not a SQuAD JSON file ({error})") from None
+    if not isinstance(dataset, dict):
+        raise UserError(f"{source}: not a SQuAD JSON file (a JSON {type(dataset).__name__}, not an object)")
+    # Files in the v1.1 format other than SQuAD's own often carry no `version`: their content decides.
+    found = dataset.get("version") or dataset_version(dataset)
     if str(found).lstrip("v") != version.lstrip("v"):
         raise UserError(
             f"{source}: SQuAD version {found!r} in the file, but squad.version is {version!r}; "

@@ -14,7 +14,7 @@ from pathlib import Path
 from bert.atomic import write_json
 from bert.errors import UserError, run_main
 from bert.squad.dataset import dataset_version, read_json
-from bert.squad.evaluation import evaluate
+from bert.squad.evaluation import evaluate, id_map
 
 log = logging.getLogger("evaluate_squad")
 DEV_FILE = Path("data/squad/dev.json")
@@ -25,14 +25,15 @@ METRICS_FILE = Path("metrics/squad.json")
 def squad_metrics(dev_file: Path, predictions_dir: Path) -> dict:
     dataset = read_json(dev_file)
     version = dataset_version(dataset)
-    predictions = read_json(predictions_dir / "predictions.json")
+    predictions_file = predictions_dir / "predictions.json"
+    predictions = id_map(read_json(predictions_file), str(predictions_file), (str,))
     na_probs = None
     if version == "v2.0":
         odds_file = predictions_dir / "null_odds.json"
         if not odds_file.is_file():
             raise UserError(f"{odds_file}: missing for a v2.0 dev set; re-run predict_squad")
-        na_probs = read_json(odds_file)
-    official = evaluate(dataset, predictions, na_probs)
+        na_probs = id_map(read_json(odds_file), str(odds_file), (int, float))
+    official = evaluate(dataset, predictions, na_probs, source=str(dev_file))
     questions = sum(len(p["qas"]) for article in dataset["data"] for p in article["paragraphs"])
     renamed = {"exact": "exact_match", "total": "questions"}
     return {"version": version, "questions": questions, **{renamed.get(k, k): v for k, v in official.items()}}

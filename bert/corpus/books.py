@@ -19,6 +19,7 @@ import statistics
 from collections.abc import Iterator
 from pathlib import Path
 
+import pyarrow as pa
 import pyarrow.parquet as pq
 from tqdm import tqdm
 
@@ -66,13 +67,32 @@ def _text_column_check(path: Path, parquet: pq.ParquetFile) -> None:
         raise UserError(
             f"{path}: has no `text` column (columns: {', '.join(names) or 'none'}); BookCorpus Parquet files need one"
         )
+    kind = parquet.schema_arrow.field("text").type
+    if not (pa.types.is_string(kind) or pa.types.is_large_string(kind) or pa.types.is_null(kind)):
+        raise UserError(
+            f"{path}: the `text` column holds {kind}, not strings; store the text as UTF-8 strings"
+        )
+
+
+def _row_group_batches(path: Path, parquet: pq.ParquetFile, columns: list[str], batch_size: int) -> Iterator:
+    """The file's record batches, row group by row group, so that a corrupt page (pyarrow raises
+    OSError or ArrowInvalid when it fails to decompress or decode it) is named by its row group."""
+    for row_group in range(parquet.num_row_groups):
+        try:
+            yield from parquet.iter_batches(batch_size=batch_size, row_groups=[row_group], columns=columns)
+        except (OSError, pa.ArrowInvalid) as error:
+            raise UserError(
+                f"{path}: row group {row_group} of {parquet.num_row_groups} cannot be read ({error}); "
+                "the file is corrupt: download or write it again"
+            ) from None
 
 
 def is_row_per_book(path: Path, parquet: pq.ParquetFile) -> bool:
-    sample: list[str] = []
-    for batch in parquet.iter_batches(batch_size=SAMPLE_ROWS, columns=["text"]):
-        sample = [value or "" for value in batch.column("text").to_pylist()]
-        break
+    sample: list[str] = []  # the first SAMPLE_ROWS rows, whatever the row groups
+    for batch in _row_group_batches(path, parquet, ["text"], SAMPLE_ROWS):
+        sample += [value or "" for value in batch.column("text").to_pylist()[: SAMPLE_ROWS - len(sample)]]
+        if len(sample) == SAMPLE_ROWS:
+            break
     return bool(sample) and statistics.median(len(value) for value in sample) >= BOOK_ROW_MIN_CHARS
 
 
@@ -94,7 +114,7 @@ def parquet_books(path: Path) -> Iterator[tuple[str, str, str]]:
     row = 0
     lines: list[str] = []
     current_id = start_row = None
-    for batch in parquet.iter_batches(batch_size=8192, columns=columns):
+    for batch in _row_group_batches(path, parquet, columns, 8192):
         texts = batch.column("text").to_pylist()
         ids = batch.column(book_id_column).to_pylist() if book_id_column else [None] * len(texts)
         for text, book_id in zip(texts, ids):

@@ -143,6 +143,11 @@ class DumpReader:
         except ET.ParseError as error:
             line, column = error.position
             reason = str(error).split(":")[0]
+            if count == 0 and self._looks_like_html():
+                raise UserError(
+                    f"{self.path}: an HTML page, not a MediaWiki XML export (a web server's error page?): "
+                    "check the source URL and download it again"
+                ) from None
             raise UserError(
                 f"{self.path}: malformed XML at line {line}, column {column} ({reason}) after {count} pages; "
                 "the file is corrupt, truncated or not UTF-8: download it again"
@@ -154,6 +159,15 @@ class DumpReader:
             ) from None
         except OSError as error:
             raise UserError(f"{self.path}: cannot read ({error}) after {count} pages") from None
+
+    def _looks_like_html(self) -> bool:
+        opener = bz2.open if self.path.name.endswith(".bz2") else open
+        try:
+            with opener(self.path, "rb") as file:
+                start = file.read(1024).lower()
+        except (OSError, EOFError):
+            return False
+        return b"<!doctype html" in start or b"<html" in start
 
     def _read_siteinfo(self, element: ET.Element) -> None:
         self.has_siteinfo = True
@@ -170,7 +184,7 @@ class DumpReader:
             if tag == "title":
                 title = child.text or ""
             elif tag == "ns":
-                namespace = int(child.text)
+                namespace = self._namespace_number(child.text, title)
             elif tag == "id":
                 page_id = child.text or ""
             elif tag == "redirect":
@@ -185,6 +199,15 @@ class DumpReader:
         if namespace is None:  # exports older than schema 0.5 have no <ns>
             namespace = self._namespace_of(title)
         return Page(page_id, revision_id, title, namespace, redirect, text)
+
+    def _namespace_number(self, text: str | None, title: str) -> int:
+        try:
+            return int(text or "")
+        except ValueError:
+            raise UserError(
+                f"{self.path}: page {title!r} has <ns>{text or ''}</ns>, not a namespace number; "
+                "the dump is corrupt or not a MediaWiki export: download it again"
+            ) from None
 
     def _namespace_of(self, title: str) -> int:
         prefix, colon, _ = title.partition(":")
@@ -224,7 +247,7 @@ _worker_state: dict = {}
 ARTICLES_PER_TASK = 8
 
 
-def _extract_articles(jobs: list[tuple[str, str, str, str]]) -> list[tuple[str, str, str]]:
+def _extract_articles(jobs: list[tuple[str, str, str, str]]) -> list[tuple[str, str, str | None]]:
     return [_extract_article(*job) for job in jobs]
 
 
@@ -234,9 +257,45 @@ def _batches(items: Iterable, size: int) -> Iterator[list]:
         yield batch
 
 
-def _extract_article(page_id: str, revision_id: str, title: str, wikitext: str) -> tuple[str, str, str]:
+# MediaWiki stops expanding a page's templates past fixed limits (preprocessor node count,
+# post-expand include size); wikiextractor only limits the nesting depth, so a few chained templates
+# that each call the next ten times make 10^8 expansions and the stage never ends. We give each page
+# a budget of template expansions and of expanded characters, counted (not timed) so that whether a
+# page is skipped does not depend on the machine, and skip the pages that exceed it.
+TEMPLATE_EXPANSIONS_PER_PAGE = 100_000
+EXPANDED_CHARACTERS_PER_PAGE = 20_000_000
+
+
+class BudgetedExtractor(wikiextractor.Extractor):
+    """wikiextractor's Extractor with a per-page budget of template expansions: once it is spent,
+    every further template expands to nothing (at once) and `over_budget` is set."""
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.expansions = 0
+        self.expanded_characters = 0
+        self.over_budget = False
+
+    def expandTemplate(self, body):
+        self.expansions += 1
+        if self.expansions > TEMPLATE_EXPANSIONS_PER_PAGE:
+            self.over_budget = True
+        if self.over_budget:
+            return ""
+        value = super().expandTemplate(body)
+        self.expanded_characters += len(value)
+        if self.expanded_characters > EXPANDED_CHARACTERS_PER_PAGE:
+            self.over_budget = True
+            return ""
+        return value
+
+
+def _extract_article(
+    page_id: str, revision_id: str, title: str, wikitext: str
+) -> tuple[str, str, str | None]:
+    """(page id, title, plain text), the text None when the page's templates exceed the budget."""
     state = _worker_state
-    extractor = wikiextractor.Extractor(
+    extractor = BudgetedExtractor(
         page_id,
         revision_id,
         "",
@@ -251,6 +310,8 @@ def _extract_article(page_id: str, revision_id: str, title: str, wikitext: str) 
     )
     # wikiextractor expects the text as it appears in the XML file, entities still escaped.
     paragraphs = extractor.clean_text(escape(wikitext), html_safe=False)
+    if extractor.over_budget:
+        return page_id, title, None
     return page_id, title, "\n".join(line.strip() for line in paragraphs if line.strip())
 
 
@@ -315,7 +376,13 @@ def extract_dump(
             )
             for page_id, title, text in (article for batch in batches for article in batch):
                 progress.update()
-                if text:
+                if text is None:
+                    skipped["template_budget"] += 1
+                    log.warning(
+                        "%s: page %s (%r) skipped: its templates expand past %d expansions or %d characters",
+                        path.name, page_id, title, TEMPLATE_EXPANSIONS_PER_PAGE, EXPANDED_CHARACTERS_PER_PAGE,
+                    )  # fmt: skip
+                elif text:
                     writer.add(corpus, f"{corpus}:{page_id}", title, text)
                     stats.documents += 1
                 else:

@@ -65,6 +65,7 @@ def load_examples(path: str | Path) -> list[SquadExample]:
 def examples_from_json(dataset: dict, source: str = "<json>") -> list[SquadExample]:
     if not isinstance(dataset, dict) or not isinstance(dataset.get("data"), list):
         raise UserError(f"{source}: not a SQuAD file: no top-level 'data' list")
+    labelled_v1 = str(dataset.get("version", "")).lstrip("v").startswith("1")
     examples, seen = [], set()
     for article_index, article in enumerate(dataset["data"]):
         title = article.get("title", "") if isinstance(article, dict) else ""
@@ -88,7 +89,16 @@ def examples_from_json(dataset: dict, source: str = "<json>") -> list[SquadExamp
                 for key in ("question", "answers"):
                     if key not in qa:
                         raise UserError(f"{source}: question {qid}: missing key {key!r}")
+                if not isinstance(qa["question"], str) or not qa["question"].strip():
+                    raise UserError(f"{source}: question {qid}: 'question' is {qa['question']!r}, not a text")
+                if not isinstance(qa["answers"], list):
+                    raise UserError(f"{source}: question {qid}: 'answers' is not a list")
                 is_impossible = bool(qa.get("is_impossible", False))
+                if is_impossible and labelled_v1:
+                    raise UserError(
+                        f"{source}: question {qid} is unanswerable (is_impossible), a SQuAD v2.0 question, "
+                        f'but the file says version {dataset["version"]!r}; set "version": "v2.0" in it'
+                    )
                 answers = [_answer(a, context, source, qid, check=True) for a in qa["answers"]]
                 if not answers and not is_impossible:
                     raise UserError(f"{source}: question {qid}: no answers and not marked is_impossible")
@@ -98,6 +108,10 @@ def examples_from_json(dataset: dict, source: str = "<json>") -> list[SquadExamp
                 examples.append(
                     SquadExample(qid, title, qa["question"], context, answers, is_impossible, plausible)
                 )
+    if not examples:
+        raise UserError(
+            f"{source}: has no questions (its 'data' holds no qas); give a SQuAD file with questions"
+        )
     return examples
 
 

@@ -46,15 +46,22 @@ def evaluate(
     predictions: dict[str, str],
     na_probs: dict[str, float] | None = None,
     na_prob_thresh: float = 1.0,
+    source: str = "dataset",
 ) -> dict:
     """The official metrics for the dataset's version: v1.1 {exact_match, f1}; v2.0 {exact, f1,
     total, HasAns_*, NoAns_*} and, with `na_probs`, best_exact/best_f1 and their thresholds.
     A question without a prediction scores 0 (with a message on stderr)."""
-    questions = _questions(dataset_json)
+    questions = _questions(dataset_json, source)
     for qa in questions:
         if qa["id"] not in predictions:
             print(f"Unanswered question {qa['id']} will receive score 0.", file=sys.stderr)
     if dataset_version(dataset_json) == "v1.1":
+        unanswerable = next((qa["id"] for qa in questions if not qa["answers"]), None)
+        if unanswerable is not None:
+            raise UserError(
+                f"{source}: question {unanswerable} has no answers, a SQuAD v2.0 question, but the file says "
+                f'version {dataset_json.get("version")!r}; set "version": "v2.0" in it'
+            )
         return _evaluate_v1(questions, predictions)
     return _evaluate_v2(questions, predictions, na_probs, na_prob_thresh)
 
@@ -158,7 +165,8 @@ def _best_threshold(
     return 100.0 * best / len(scores), best_threshold
 
 
-def _string_map(obj, path: str, value_types: tuple) -> dict:
+def id_map(obj, path: str, value_types: tuple) -> dict:
+    """`obj` (read from `path`) checked to map question ids to values of `value_types`."""
     if not isinstance(obj, dict) or not all(isinstance(v, value_types) for v in obj.values()):
         kind = "strings" if value_types == (str,) else "numbers"
         raise UserError(f"{path}: expected a JSON object mapping question ids to {kind}")
@@ -187,11 +195,11 @@ def main(argv: list[str] | None = None) -> None:
     args = parser.parse_args(argv)
     dataset = read_json(args.data_file)
     _questions(dataset, source=args.data_file)
-    predictions = _string_map(read_json(args.pred_file), args.pred_file, (str,))
+    predictions = id_map(read_json(args.pred_file), args.pred_file, (str,))
     na_probs = None
     if args.na_prob_file:
-        na_probs = _string_map(read_json(args.na_prob_file), args.na_prob_file, (int, float))
-    result = evaluate(dataset, predictions, na_probs, args.na_prob_thresh)
+        na_probs = id_map(read_json(args.na_prob_file), args.na_prob_file, (int, float))
+    result = evaluate(dataset, predictions, na_probs, args.na_prob_thresh, source=args.data_file)
     if args.out_file:
         with atomic_file(args.out_file) as tmp:
             tmp.write_text(json.dumps(result))  # as evaluate-v2.0.py -o writes it: one line, no newline
