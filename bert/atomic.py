@@ -1,10 +1,17 @@
 """Outputs that are complete or absent: the one way every stage, tool and `save_pretrained` write a
-file or a folder, so a failed, killed or disk-full run never leaves half-written output behind."""
+file or a folder, so a failed, killed or disk-full run never leaves half-written output behind.
+
+Temporary names are `.<output name>.tmp-<pid>-<random>` beside the output. Every write sweeps the
+temporaries of dead processes from the folder it writes into: a killed stage that DVC later restores
+from its run cache never runs again, so its own cleanup alone would leave them there for good.
+"""
 
 import contextlib
 import json
 import os
+import re
 import shutil
+import stat
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
@@ -23,7 +30,8 @@ def atomic_folder(out_dir: str | Path) -> Iterator[Path]:
     try:
         out_dir.parent.mkdir(parents=True, exist_ok=True)
         _clear_interrupted(out_dir)
-        tmp_dir = Path(tempfile.mkdtemp(prefix=f".{out_dir.name}.tmp-", dir=out_dir.parent))
+        _sweep_dead_temporaries(out_dir.parent)
+        tmp_dir = Path(tempfile.mkdtemp(prefix=f".{out_dir.name}.tmp-{os.getpid()}-", dir=out_dir.parent))
     except OSError as error:
         raise UserError(
             f"{out_dir}: cannot write the output folder ({error.strerror}: {error.filename}); "
@@ -31,7 +39,7 @@ def atomic_folder(out_dir: str | Path) -> Iterator[Path]:
         ) from None
     try:
         yield tmp_dir
-        os.chmod(tmp_dir, 0o755)  # mkdtemp makes it private; the output is an ordinary folder
+        _make_ordinary(tmp_dir)
         old = None
         if out_dir.exists():
             old = out_dir.parent / f".{out_dir.name}.old-{os.getpid()}"
@@ -62,6 +70,53 @@ def _clear_interrupted(out_dir: Path) -> None:
         shutil.rmtree(tmp)
 
 
+TEMPORARY_NAME = re.compile(r"\.(?P<name>.+)\.(?:tmp-(?P<pid>\d+)-[a-z0-9_]+|old-(?P<old_pid>\d+))")
+
+
+def _sweep_dead_temporaries(folder: Path) -> None:
+    """Remove the temporaries (and moved-aside old outputs whose new output is in place) that
+    processes no longer alive on this machine left in `folder`. Those of live processes (pool workers
+    writing beside each other, another run) are theirs to finish."""
+    for entry in os.scandir(folder):
+        match = TEMPORARY_NAME.fullmatch(entry.name)
+        if not match or _is_alive(int(match["pid"] or match["old_pid"])):
+            continue
+        if match["old_pid"] and not (folder / match["name"]).exists():
+            continue  # atomic_folder of that output puts it back (_clear_interrupted)
+        if entry.is_dir(follow_symlinks=False):
+            shutil.rmtree(entry.path, ignore_errors=True)
+        else:
+            Path(entry.path).unlink(missing_ok=True)
+
+
+def _is_alive(pid: int) -> bool:
+    if pid == os.getpid():
+        return True
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # another user's process
+        return True
+    return True
+
+
+def _make_ordinary(folder: Path) -> None:
+    """Give the folder and everything in it the permissions of ordinary files and folders under the
+    umask (0755 / 0644 usually): mkdtemp makes the folder 0700 and some writers (safetensors'
+    save_file) make their files 0600, which other users of the output could not read."""
+    umask = _umask()
+    os.chmod(folder, 0o777 & ~umask)
+    for root, dirs, files in os.walk(folder):
+        for name in dirs + files:
+            path = os.path.join(root, name)
+            mode = os.lstat(path).st_mode
+            if stat.S_ISDIR(mode) or (stat.S_ISREG(mode) and mode & 0o111):
+                os.chmod(path, 0o777 & ~umask)
+            elif stat.S_ISREG(mode):
+                os.chmod(path, 0o666 & ~umask)
+
+
 @contextlib.contextmanager
 def atomic_file(path: str | Path) -> Iterator[Path]:
     """Yield a temporary path next to `path` for any writer (open, h5py, pyarrow, torch.save,
@@ -72,7 +127,8 @@ def atomic_file(path: str | Path) -> Iterator[Path]:
         path.parent.mkdir(parents=True, exist_ok=True)
         for stale in path.parent.glob(f".{path.name}.tmp-*"):  # left by a writer that was killed
             stale.unlink(missing_ok=True)
-        fd, tmp_name = tempfile.mkstemp(prefix=f".{path.name}.tmp-", dir=path.parent)
+        _sweep_dead_temporaries(path.parent)
+        fd, tmp_name = tempfile.mkstemp(prefix=f".{path.name}.tmp-{os.getpid()}-", dir=path.parent)
         os.close(fd)
     except OSError as error:
         raise UserError(

@@ -1,7 +1,8 @@
 """Stage download@<corpus>: fetch params.corpora.<corpus>.sources into data/raw/<corpus>/.
 
 Files collect in data/raw/.partial/<corpus>/ (kept across failed runs so a re-run resumes the
-interrupted file and skips the finished ones); data/raw/<corpus> appears, complete, only at the end.
+interrupted file and skips the finished ones that are still the same version of their source);
+data/raw/<corpus> appears, complete, only at the end.
 """
 
 import argparse

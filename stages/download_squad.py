@@ -3,7 +3,7 @@
 import json
 from pathlib import Path
 
-from bert.corpus.download import download, publish, remove_staging, staging_dir
+from bert.corpus.download import download_staged, publish, remove_staging, staging_dir
 from bert.errors import UserError, run_main
 from bert.squad.dataset import dataset_version
 from stages.params import load_params
@@ -18,10 +18,12 @@ def main() -> None:
     sources = {"train.json": files.train, "dev.json": files.dev}
     staging = staging_dir(OUT_DIR, sources)
     for name, source in sources.items():
-        target = staging / name
-        if not target.exists():  # finished in an earlier, interrupted run
-            download(source, target)
-        check_version(target, source, version)
+        target = download_staged(source, staging / name)
+        try:
+            check_version(target, source, version)
+        except UserError:
+            target.unlink()  # so the re-run fetches the fixed file, not this one again
+            raise
     publish({name: staging / name for name in sources}, OUT_DIR)
     remove_staging(staging)
 

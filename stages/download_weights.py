@@ -11,7 +11,7 @@ import contextlib
 import logging
 from pathlib import Path
 
-from bert.corpus.download import SourceNotFound, download, publish, remove_staging, staging_dir
+from bert.corpus.download import SourceNotFound, download_staged, publish, remove_staging, staging_dir
 from bert.errors import UserError, run_main
 from stages.params import load_params
 
@@ -57,10 +57,7 @@ def main() -> None:
 
 
 def fetch(base: str, file: str, staging: Path) -> Path:
-    target = staging / file
-    if not target.exists():  # finished in an earlier, interrupted run
-        download(f"{base}/{file}", target)
-    return target
+    return download_staged(f"{base}/{file}", staging / file)
 
 
 def fetch_first(base: str, files: tuple[str, ...], staging: Path, name: str) -> Path:

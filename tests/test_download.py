@@ -9,11 +9,12 @@ import socket
 import subprocess
 import sys
 import threading
+import time
 from pathlib import Path
 
 import pytest
 
-from bert.corpus.download import SourceNotFound, download, download_many
+from bert.corpus.download import SourceNotFound, download, download_many, download_staged
 from bert.errors import UserError
 from tests.stage_workspace import write_params
 
@@ -23,7 +24,8 @@ FAST = {"retries": 3, "backoff": 0.01, "timeout": 5}
 
 
 class Handler(http.server.BaseHTTPRequestHandler):
-    """Serves `server.files`; 206 for Range requests; misbehaves as `server.faults` says."""
+    """Serves `server.files` with ETag `server.etags[path]` ("v1" if not set, none if None); 206
+    for Range requests, 304 for If-None-Match of the current ETag; misbehaves as `server.faults` says."""
 
     def do_GET(self):
         server = self.server
@@ -38,10 +40,17 @@ class Handler(http.server.BaseHTTPRequestHandler):
         if body is None:
             self.send_error(404, "Not Found")
             return
+        etag = server.etags.get(self.path, '"v1"')
+        if etag and self.headers.get("If-None-Match") == etag:
+            server.not_modified.append(self.path)
+            self.send_response(304)
+            self.send_header("ETag", etag)
+            self.end_headers()
+            return
         start = 0
         match = re.fullmatch(r"bytes=(\d+)-", self.headers.get("Range") or "")
         if_range = self.headers.get("If-Range")
-        if match and not faults.get("ignore_range") and if_range in (None, '"v1"'):
+        if match and not faults.get("ignore_range") and if_range in (None, etag):
             start = int(match[1])
             if start >= len(body):
                 self.send_response(416)
@@ -55,8 +64,12 @@ class Handler(http.server.BaseHTTPRequestHandler):
             self.send_response(200)
             self.send_header("Accept-Ranges", "bytes")
         self.send_header("Content-Length", str(len(body) - start))
-        self.send_header("ETag", '"v1"')
+        if etag:
+            self.send_header("ETag", etag)
         self.end_headers()
+        if "trickle_every" in faults:
+            self._trickle(body[start:], faults["trickle_every"])
+            return
         chunk = body[start:]
         # truncate_at: the server never sends bytes past this offset (yet promised them all).
         if "truncate_at" in faults:
@@ -72,6 +85,16 @@ class Handler(http.server.BaseHTTPRequestHandler):
             self.wfile.flush()
             self.connection.shutdown(socket.SHUT_RDWR)
 
+    def _trickle(self, body: bytes, every: float) -> None:
+        """Send one byte per `every` seconds: at most 100, and none once the client hangs up."""
+        try:
+            for byte in body[:100]:
+                self.wfile.write(bytes([byte]))
+                self.wfile.flush()
+                time.sleep(every)
+        except OSError:  # the client gave up on us
+            pass
+
     def log_message(self, *args):  # keep pytest output clean
         pass
 
@@ -81,6 +104,7 @@ def server():
     httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
     httpd.daemon_threads = True
     httpd.files, httpd.faults, httpd.requests, httpd.lock = {}, {}, [], threading.Lock()
+    httpd.etags, httpd.not_modified = {}, []
     httpd.url = f"http://127.0.0.1:{httpd.server_address[1]}"
     thread = threading.Thread(target=httpd.serve_forever, args=(0.05,), daemon=True)
     thread.start()
@@ -232,12 +256,25 @@ def test_truncated_body_is_retried_then_an_error(server, tmp_path):
 def test_complete_part_file_is_finished_on_416(server, tmp_path):
     server.files["/data.bin"] = PAYLOAD
     (tmp_path / "data.bin.part").write_bytes(PAYLOAD)
-    (tmp_path / "data.bin.part.json").write_text(json.dumps({"source": f"{server.url}/data.bin"}))
+    (tmp_path / "data.bin.part.json").write_text(
+        json.dumps({"source": f"{server.url}/data.bin", "etag": '"v1"'})
+    )
     download(
         f"{server.url}/data.bin", tmp_path / "data.bin", "sha1:" + hashlib.sha1(PAYLOAD).hexdigest(), **FAST
     )
     assert (tmp_path / "data.bin").read_bytes() == PAYLOAD
     assert leftovers(tmp_path) == ["data.bin"]
+    assert server.requests == [("/data.bin", f"bytes={len(PAYLOAD)}-")]
+
+
+def test_part_file_without_a_validator_is_not_resumed(server, tmp_path):
+    # Nothing proves the bytes of a .part whose server gave no ETag / Last-Modified are still current.
+    server.files["/data.bin"] = PAYLOAD
+    (tmp_path / "data.bin.part").write_bytes(b"old" * 1000)
+    (tmp_path / "data.bin.part.json").write_text(json.dumps({"source": f"{server.url}/data.bin"}))
+    download(f"{server.url}/data.bin", tmp_path / "data.bin", **FAST)
+    assert (tmp_path / "data.bin").read_bytes() == PAYLOAD
+    assert server.requests == [("/data.bin", None)]
 
 
 def test_part_file_from_another_url_is_not_resumed(server, tmp_path):
@@ -288,12 +325,13 @@ def test_download_many_directory_sources_and_clashes(server, tmp_path):
     server.files["/x/c.parquet"] = PAYLOAD
     paths = download_many([str(books), f"{server.url}/x/c.parquet"], tmp_path / "out", **FAST)
     assert [p.name for p in paths] == ["a.txt", "b.txt", "c.parquet"]
-    assert leftovers(tmp_path / "out") == ["a.txt", "b.txt", "c.parquet"]
+    records = [".a.txt.source.json", ".b.txt.source.json", ".c.parquet.source.json"]
+    assert leftovers(tmp_path / "out") == [*records, "a.txt", "b.txt", "c.parquet"]
     assert (tmp_path / "out" / "a.txt").read_text() == "a.txt"
-    # A finished file in the folder is not fetched again.
+    # A finished file of the same version is not fetched again: the server says 304 Not Modified.
     server.requests.clear()
     download_many([f"{server.url}/x/c.parquet"], tmp_path / "out", **FAST)
-    assert server.requests == []
+    assert server.requests == [("/x/c.parquet", None)] and server.not_modified == ["/x/c.parquet"]
     server.files["/y/a.txt"] = b"other"
     with pytest.raises(UserError, match="same file name 'a.txt'"):
         download_many([str(books), f"{server.url}/y/a.txt"], tmp_path / "out2", **FAST)
@@ -339,15 +377,91 @@ def test_stage_download_404_is_one_error_line(server, tmp_path):
         f"error: {server.url}/missing.parquet: HTTP 404 Not Found; the file is not there — check the URL"
     ]
     assert not (tmp_path / "data/raw/wikipedia").exists()
-    # The finished file waits in the staging folder; once the server has the file, only it is fetched.
+    # The finished file waits in the staging folder; once the server has the file, only it is fetched
+    # (the finished one is only revalidated: 304 Not Modified).
     assert (tmp_path / "data/raw/.partial/wikipedia/ok.parquet").exists()
     server.files["/missing.parquet"] = b"now here"
     server.requests.clear()
     result = run_stage(tmp_path, "stages.download", "wikipedia")
     assert result.returncode == 0, result.stderr
-    assert server.requests == [("/missing.parquet", None)]
+    assert server.requests == [("/ok.parquet", None), ("/missing.parquet", None)]
+    assert server.not_modified == ["/ok.parquet"]
     assert leftovers(tmp_path / "data/raw/wikipedia") == ["missing.parquet", "ok.parquet"]
     assert leftovers(tmp_path / "data/raw") == ["wikipedia"]
+
+
+def test_stage_download_refetches_staged_files_whose_source_changed(server, tmp_path):
+    # A multi-source download fails half-way; before the re-run the user replaces the local source
+    # (same size, even the old mtime put back) and the server's file changes (a new ETag): the re-run
+    # publishes the new bytes of both, not the staged old ones.
+    local = tmp_path / "books.txt"
+    local.write_bytes(b"old local")
+    server.files["/web.bin"] = b"old web"
+    sources = [str(local), f"{server.url}/web.bin", f"{server.url}/late.bin"]
+    write_params(tmp_path, {"corpora.books": {"kind": "text", "sources": sources, "checksums": []}})
+    result = run_stage(tmp_path, "stages.download", "books")
+    assert result.returncode == 1 and "late.bin: HTTP 404" in result.stderr
+    staging = tmp_path / "data/raw/.partial/books"
+    assert (staging / "books.txt").read_bytes() == b"old local"
+    assert (staging / "web.bin").read_bytes() == b"old web"
+
+    old_times = local.stat().st_atime_ns, local.stat().st_mtime_ns
+    local.write_bytes(b"new local")
+    os.utime(local, ns=old_times)  # `cp -p` of a same-size file: only the ctime tells
+    server.files["/web.bin"], server.etags["/web.bin"] = b"new web", '"v2"'
+    server.files["/late.bin"] = b"late"
+    result = run_stage(tmp_path, "stages.download", "books")
+    assert result.returncode == 0, result.stderr
+    out = tmp_path / "data/raw/books"
+    assert leftovers(out) == ["books.txt", "late.bin", "web.bin"]
+    assert [(out / name).read_bytes() for name in leftovers(out)] == [b"new local", b"late", b"new web"]
+    assert server.not_modified == []
+    assert leftovers(tmp_path / "data/raw") == ["books"]
+
+
+def test_download_staged_reuses_only_the_same_version(server, tmp_path):
+    server.files["/data.bin"] = PAYLOAD
+    target = tmp_path / "staging" / "data.bin"
+    sha1 = "sha1:" + hashlib.sha1(PAYLOAD).hexdigest()
+    download_staged(f"{server.url}/data.bin", target, sha1, **FAST)
+    # With a checksum, the same expected sum is the proof: no request at all.
+    server.requests.clear()
+    download_staged(f"{server.url}/data.bin", target, sha1, **FAST)
+    assert server.requests == []
+    # Another checksum (a new release): fetched again, and verified.
+    server.files["/data.bin"] = PAYLOAD[::-1]
+    download_staged(
+        f"{server.url}/data.bin", target, "sha1:" + hashlib.sha1(PAYLOAD[::-1]).hexdigest(), **FAST
+    )
+    assert target.read_bytes() == PAYLOAD[::-1] and len(server.requests) == 1
+    # Without one: the ETag. A staged file without its record proves nothing: fetched again.
+    (tmp_path / "staging" / ".data.bin.source.json").unlink()
+    server.requests.clear()
+    download_staged(f"{server.url}/data.bin", target, **FAST)
+    download_staged(f"{server.url}/data.bin", target, **FAST)
+    assert server.requests == [("/data.bin", None)] * 2 and server.not_modified == ["/data.bin"]
+    # A server without ETag or Last-Modified cannot prove anything either.
+    server.etags["/data.bin"] = None
+    server.requests.clear()
+    download_staged(f"{server.url}/data.bin", target, **FAST)
+    download_staged(f"{server.url}/data.bin", target, **FAST)
+    assert len(server.requests) == 3  # the "v1" check (200, no ETag), the refetch, and again a refetch
+    assert target.read_bytes() == PAYLOAD[::-1]
+
+
+def test_stage_download_squad_fetches_a_fixed_file_again(tmp_path):
+    train, dev = tmp_path / "train.json", tmp_path / "dev.json"
+    squad_file(train, "2.0")  # the wrong file behind the v1.1 name
+    squad_file(dev, "1.1")
+    sources = {"v1.1": {"train": str(train), "dev": str(dev)}, "v2.0": {"train": str(train), "dev": str(dev)}}
+    write_params(tmp_path, {"squad.sources": sources, "squad.version": "v1.1"})
+    result = run_stage(tmp_path, "stages.download_squad")
+    assert result.returncode == 1 and "SQuAD version '2.0' in the file" in result.stderr
+    train.write_text(json.dumps({"version": "1.1", "data": [], "fixed": True}))
+    result = run_stage(tmp_path, "stages.download_squad")
+    assert result.returncode == 0, result.stderr
+    assert json.loads((tmp_path / "data/squad/train.json").read_text())["fixed"] is True
+    assert leftovers(tmp_path / "data") == ["squad"]
 
 
 def squad_file(path: Path, version: str) -> str:
@@ -421,3 +535,30 @@ def test_progress_is_logged_when_no_terminal(server, tmp_path, monkeypatch, capl
     assert any(f"of {len(PAYLOAD) / 1024:.1f} KiB (" in message for message in caplog.messages), (
         caplog.messages
     )
+
+
+# --- a slow server -------------------------------------------------------------------------------
+
+
+def test_a_trickling_server_is_cut_off_with_progress_lines(server, tmp_path, monkeypatch, caplog):
+    # 1 byte per 0.05 s is 20 B/s; the minimum here is 1000 B per 0.3 s. Each attempt ends after
+    # about 0.3 s, with a progress line on the way; the error names the URL, the rate and the fix.
+    monkeypatch.setattr("bert.corpus.download.MIN_BYTES_PER_WINDOW", 1000)
+    monkeypatch.setattr("bert.corpus.download.RATE_WINDOW_SECONDS", 0.3)
+    monkeypatch.setattr("bert.corpus.download.LOG_EVERY_SECONDS", 0.1)
+    server.files["/slow.bin"] = PAYLOAD
+    server.faults.update(trickle_every=0.05)
+    started = time.monotonic()
+    with caplog.at_level("INFO", logger="bert.corpus.download"), pytest.raises(UserError) as error:
+        download(f"{server.url}/slow.bin", tmp_path / "slow.bin", retries=1, backoff=0.01, timeout=5)
+    assert time.monotonic() - started < 5
+    message = str(error.value)
+    assert message.startswith(f"{server.url}/slow.bin: failed after 2 attempts: too slow: ")
+    assert re.search(
+        r"too slow: \d+ B in the last \d+\.\d s \(\d+ B/s, under the minimum of 1000 B per 0\.3 s\)", message
+    )
+    assert "download the file by hand and give its local path" in message and "\n" not in message
+    assert len(server.requests) == 2 and server.requests[1][1].startswith("bytes=")  # it resumed
+    assert "B kept in" in message and "run again to resume" in message
+    progress = [m for m in caplog.messages if m.startswith("slow.bin: ") and "B/s" in m]
+    assert progress, caplog.messages

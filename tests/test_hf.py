@@ -3,6 +3,8 @@ in `transformers` with our outputs (CPU, fp32, eval mode)."""
 
 import json
 import logging
+import os
+import stat
 
 import pytest
 import torch
@@ -215,6 +217,28 @@ def test_saving_again_replaces_the_directory_atomically(tmp_path):
     assert sorted(p.name for p in tmp_path.iterdir()) == ["out"]  # no temp folders left behind
     assert sorted(p.name for p in (tmp_path / "out").iterdir()) == ["config.json", "model.safetensors"]
     assert torch.equal(BertModel.from_pretrained(tmp_path / "out").pooler.weight, second.pooler.weight)
+
+
+def test_every_file_of_a_saved_model_is_world_readable(tmp_path):
+    # safetensors' save_file writes model.safetensors 0600; the saved folder is an ordinary one.
+    config = BertConfig(
+        vocab_size=50, hidden_size=16, num_hidden_layers=1, num_attention_heads=2, intermediate_size=32
+    )
+    vocab = tmp_path / "vocab.txt"
+    vocab.write_text("[PAD]\n")
+    previous = os.umask(0o022)
+    try:
+        BertModel(config).save_pretrained(tmp_path / "out", vocab_file=vocab)
+    finally:
+        os.umask(previous)
+    modes = {p.name: stat.S_IMODE(p.stat().st_mode) for p in (tmp_path / "out").iterdir()}
+    assert modes == {
+        "config.json": 0o644,
+        "model.safetensors": 0o644,
+        "tokenizer_config.json": 0o644,
+        "vocab.txt": 0o644,
+    }
+    assert stat.S_IMODE((tmp_path / "out").stat().st_mode) == 0o755
 
 
 def test_old_checkpoints_load_gamma_beta_bin_and_prefixes(trained_pretraining_model, tmp_path):

@@ -10,11 +10,20 @@ any) matched. Until then the bytes live in `<dest>.part` beside it:
   from byte 0 once, and if that transfer is cut too we stop with an error (the `.part` is removed,
   being of no use to a server that cannot resume);
 - a checksum mismatch removes the `.part` (its bytes are wrong, resuming them would be too);
-- a 404/410 (`SourceNotFound`), 401/403 or other 4xx is not retried.
+- a 404/410 (`SourceNotFound`), 401/403 or other 4xx is not retried;
+- a server that sends less than MIN_BYTES_PER_WINDOW in RATE_WINDOW_SECONDS (or nothing for
+  `timeout` seconds) is cut off and retried like a cut connection; without a terminal a progress
+  line is logged every LOG_EVERY_SECONDS, however slowly the bytes come.
 
 `.part.json` beside the `.part` remembers which URL it came from and the server's ETag /
-Last-Modified, so a `.part` is never resumed from a different URL, and a file that changed on the
-server since (If-Range) is fetched again from the start rather than spliced.
+Last-Modified, so a `.part` is never resumed from a different URL, a file that changed on the
+server since (If-Range) is fetched again from the start rather than spliced, and a `.part` from a
+server that gives neither is never resumed (nothing proves it is the same file).
+
+`download_staged` is `download` into a staging folder that survives failed runs: a file finished
+there by an earlier run is reused only when it is provably the same version of its source (the
+configured checksum; else a local file's size and modification times; else the server's ETag or
+Last-Modified and size, asked with a conditional request) — otherwise it is fetched again.
 
 Checksums: "sha1:<hex>", "md5:<hex>", "sha256:<hex>", or "published": the sha1 (else md5) sum that
 Wikimedia publishes next to every dump as `<wiki>-<date>-sha1sums.txt`; for a local file, a
@@ -33,8 +42,9 @@ import time
 import urllib.error
 import urllib.parse
 import urllib.request
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from pathlib import Path, PurePosixPath
+from typing import TypeVar
 
 from tqdm import tqdm
 
@@ -42,6 +52,7 @@ from bert.atomic import atomic_folder
 from bert.errors import UserError
 
 log = logging.getLogger(__name__)
+T = TypeVar("T")
 
 CHUNK_SIZE = 1 << 20
 USER_AGENT = "bert-dvc/0.1 (BERT pretraining pipeline; Python urllib)"
@@ -50,6 +61,11 @@ RETRY_STATUSES = {408, 425, 429, 500, 502, 503, 504}
 NOT_FOUND_STATUSES = {404, 410}
 MAX_RETRY_AFTER = 300.0
 LOG_EVERY_SECONDS = 30.0
+RETRIES, BACKOFF_SECONDS, TIMEOUT_SECONDS = 5, 1.0, 60.0  # a failed attempt is retried after 1, 2, 4... s
+# A stalled server (bytes trickling in) would keep an attempt alive for ever: less than this many
+# bytes in a window of this many seconds cuts the attempt (1 KiB/s averaged over a minute).
+MIN_BYTES_PER_WINDOW = 64 * 1024
+RATE_WINDOW_SECONDS = 60.0
 WIKIMEDIA_NAME = re.compile(r"^(?P<wiki>[a-z0-9_]+)-(?P<date>\d{8}|latest)-")
 
 
@@ -70,13 +86,47 @@ def download(
     dest_path: str | Path,
     checksum: str | None = None,
     *,
-    retries: int = 5,
-    backoff: float = 1.0,
-    timeout: float = 60,
+    retries: int = RETRIES,
+    backoff: float = BACKOFF_SECONDS,
+    timeout: float = TIMEOUT_SECONDS,
 ) -> Path:
     """Fetch `source` (URL or local file) to `dest_path`; see the module docstring for the rules."""
-    source = str(source)
     dest = Path(dest_path)
+    _fetch(str(source), dest, checksum, retries=retries, backoff=backoff, timeout=timeout)
+    return dest
+
+
+def download_staged(
+    source: str | Path,
+    target: Path,
+    checksum: str | None = None,
+    *,
+    retries: int = RETRIES,
+    backoff: float = BACKOFF_SECONDS,
+    timeout: float = TIMEOUT_SECONDS,
+) -> Path:
+    """`download` into a staging folder (see staging_dir), where `target` may be left complete by an
+    earlier, failed run: it is reused only when it is provably the same version of `source`, else
+    fetched again. The proof is kept beside it in `.<name>.source.json`."""
+    source = str(source)
+    options = {"retries": retries, "backoff": backoff, "timeout": timeout}
+    record_path = target.with_name(f".{target.name}.source.json")
+    if target.exists():
+        if _is_current(source, target, checksum, _read_meta(record_path), options):
+            log.info("%s: already complete from an earlier run (the same version of %s)", target, source)
+            return target
+        log.info("%s: %s may have changed since an earlier run fetched it; fetching it again", target, source)
+        target.unlink()
+    record_path.unlink(missing_ok=True)
+    version = _fetch(source, target, checksum, **options)
+    record_path.write_text(json.dumps(version), encoding="utf-8")
+    return target
+
+
+def _fetch(
+    source: str, dest: Path, checksum: str | None, *, retries: int, backoff: float, timeout: float
+) -> dict:
+    """`download`'s work; returns what identifies the version fetched (see _is_current)."""
     dest.parent.mkdir(parents=True, exist_ok=True)
     part = dest.with_name(dest.name + ".part")
     expected = _expected_checksum(source, checksum, retries=retries, backoff=backoff, timeout=timeout)
@@ -84,10 +134,14 @@ def download(
     started = time.monotonic()
     if _is_url(source):
         log.info("downloading %s -> %s", source, dest)
-        digest = _download_http(source, part, algorithm, retries=retries, backoff=backoff, timeout=timeout)
+        digest, meta = _download_http(
+            source, part, algorithm, retries=retries, backoff=backoff, timeout=timeout
+        )
+        version = {"etag": meta.get("etag"), "last_modified": meta.get("last_modified")}
     else:
         path = _local_path(source)
         log.info("copying %s -> %s", path, dest)
+        version = {"stat": _local_version(path)}  # before the copy: a change during it shows next time
         digest = _copy_local(path, part, algorithm)
     if expected:
         if digest != expected[1]:
@@ -105,7 +159,48 @@ def download(
     log.info(
         "%s: done, %s in %.1f s (%s/s)", dest.name, _human(size), seconds, _human(size / max(seconds, 1e-9))
     )
-    return dest
+    checksum_record = f"{algorithm}:{digest}" if expected else None
+    return {"source": source, "size": size, "checksum": checksum_record, **version}
+
+
+def _is_current(source: str, target: Path, checksum: str | None, record: dict, options: dict) -> bool:
+    """Whether `target`, fetched earlier with `record` (from _fetch), is provably what fetching
+    `source` now would give."""
+    if record.get("source") != source or record.get("size") != target.stat().st_size:
+        return False
+    if checksum:  # the bytes were verified against it; the same expected sum means the same file
+        algorithm, digest = _expected_checksum(source, checksum, **options)
+        return record.get("checksum") == f"{algorithm}:{digest}"
+    if not _is_url(source):
+        return record.get("stat") == _local_version(_local_path(source))
+    return _unchanged_on_server(source, record, **options)
+
+
+def _local_version(path: Path) -> list[int] | None:
+    """Size and modification times (ctime too: `cp -p` or `touch -r` can put back an old mtime)."""
+    try:
+        info = path.stat()
+    except OSError:
+        return None
+    return [info.st_size, info.st_mtime_ns, info.st_ctime_ns]
+
+
+def _unchanged_on_server(url: str, record: dict, *, retries: int, backoff: float, timeout: float) -> bool:
+    """Ask the server whether the file still has the ETag / Last-Modified it had (304 Not Modified)."""
+    etag, modified = record.get("etag"), record.get("last_modified")
+    if not etag and not modified:
+        return False  # the server gave nothing that proves the file is the same
+    headers = {"If-None-Match": etag} if etag else {"If-Modified-Since": modified}
+
+    def ask() -> bool:
+        with _open(url, headers, timeout) as response:
+            if response.status == 304:
+                return True
+            # A server that ignores the condition answers 200: compare what it says itself.
+            same = (response.headers.get("ETag"), response.headers.get("Last-Modified")) == (etag, modified)
+            return same and _total_size(response, 0) == record["size"]
+
+    return _retrying(url, ask, retries=retries, backoff=backoff)
 
 
 def download_many(
@@ -117,10 +212,9 @@ def download_many(
     """Fetch every source into `dest_dir`, named after the URL's (or path's) file name.
 
     A local directory source contributes its files (not sub-folders, not hidden files), sorted by
-    name. Two sources with the same file name are an error. A file already present in `dest_dir`
-    is taken as done and not fetched again: `download` only ever puts complete, verified files
-    there, so a re-run after a failure into the same (staging) folder fetches only what is missing.
-    `options` go to `download`. Returns the paths, in source order.
+    name. Two sources with the same file name are an error. Files go through `download_staged`, so a
+    re-run after a failure into the same (staging) folder fetches only what is missing or changed.
+    `options` go to `download_staged`. Returns the paths, in source order.
     """
     checksums = list(checksums or [None] * len(sources))
     if len(checksums) != len(sources):
@@ -137,21 +231,16 @@ def download_many(
                     "rename one of them (files from all sources land in one folder)"
                 )
             plan[name] = (item, checksum)
-    paths = []
-    for name, (item, checksum) in plan.items():
-        target = dest_dir / name
-        if target.exists():
-            log.info("%s: already complete from an earlier run", target)
-        else:
-            download(item, target, checksum, **options)
-        paths.append(target)
-    return paths
+    return [
+        download_staged(item, dest_dir / name, checksum, **options) for name, (item, checksum) in plan.items()
+    ]
 
 
 def staging_dir(out_dir: str | Path, sources: object) -> Path:
     """The folder where downloads for `out_dir` collect until all are done: `<parent>/.partial/<name>`.
 
-    It survives a failed run, so the re-run resumes its `.part` files and keeps its finished files.
+    It survives a failed run, so the re-run resumes its `.part` files and keeps those of its finished
+    files that are still current (download_staged).
     `sources` (anything JSON-able, e.g. the source URLs and checksums) is recorded in it; when it
     differs from the recorded one, the folder is emptied so nothing from other sources is reused.
     """
@@ -344,14 +433,20 @@ def _copy_local(path: Path, part: Path, algorithm: str | None) -> str | None:
 
 def _download_http(
     url: str, part: Path, algorithm: str | None, *, retries: int, backoff: float, timeout: float
-) -> str | None:
-    """Fill `part` from `url`, resuming and retrying; returns the hex digest of the whole file."""
+) -> tuple[str | None, dict]:
+    """Fill `part` from `url`, resuming and retrying; returns the hex digest of the whole file and
+    what the server said about it (`.part.json`: ETag, Last-Modified, size)."""
     meta_path = _meta_path(part)
     meta = _read_meta(meta_path)
     if part.exists() and meta.get("source") != url:
         log.info("%s: left over from another source; starting over", part)
         _remove_part(part)
         meta = {}
+    elif part.exists() and not (meta.get("etag") or meta.get("last_modified")):
+        log.info(
+            "%s: the server gave no ETag or Last-Modified to prove it is the same file; starting over", part
+        )
+        _remove_part(part)
     failures = 0
     server_ignores_range = False
     while True:
@@ -385,6 +480,9 @@ def _download_http(
                         offset = 0
                     elif response.status == 206:
                         _check_content_range(response, part, offset)
+                        if new_validator and new_validator != validator:  # If-Range ignored
+                            _remove_part(part)
+                            raise _Transient("the file changed on the server since the partial download")
                     total = _total_size(response, offset)
                     meta = {
                         "source": url,
@@ -400,7 +498,7 @@ def _download_http(
                     hasher = _hash_file(part, algorithm, offset) if offset else hashlib.new(algorithm)
                 if response.status != 416:
                     _stream(response, part, offset, total, hasher)
-            return hasher.hexdigest() if hasher else None
+            return (hasher.hexdigest() if hasher else None), meta
         except _Transient as error:
             if server_ignores_range:
                 _remove_part(part)
@@ -410,6 +508,8 @@ def _download_http(
                     "the file another way and give its local path"
                 ) from None
             failures += 1
+            if not (meta.get("etag") or meta.get("last_modified")):
+                _remove_part(part)  # see above: such a .part cannot be resumed
             have = part.stat().st_size if part.exists() else 0
             if failures > retries:
                 kept = f"; {_human(have)} kept in {part}, run again to resume" if have else ""
@@ -425,8 +525,8 @@ def _open(url: str, headers: dict[str, str], timeout: float) -> http.client.HTTP
     try:
         return urllib.request.urlopen(request, timeout=timeout)
     except urllib.error.HTTPError as error:
-        if error.code == 416:
-            return error  # the caller reads its Content-Range
+        if error.code in (304, 416):
+            return error  # the caller reads its status and headers
         error.close()
         status = f"HTTP {error.code} {error.reason}"
         if error.code in RETRY_STATUSES or error.code >= 500:
@@ -452,13 +552,7 @@ def _stream(response, part: Path, offset: int, total: int | None, hasher) -> Non
     ):
         out.seek(offset)
         out.truncate()
-        while True:
-            try:
-                chunk = response.read(CHUNK_SIZE)
-            except (OSError, http.client.HTTPException) as error:
-                raise _Transient(f"connection cut after {_human(received)} ({error!r})") from None
-            if not chunk:
-                break
+        for chunk in _chunks(response, offset):
             out.write(chunk)
             if hasher:
                 hasher.update(chunk)
@@ -466,6 +560,33 @@ def _stream(response, part: Path, offset: int, total: int | None, hasher) -> Non
             bar.update(len(chunk))
     if total is not None and received != total:
         raise _Transient(f"connection closed after {received} of {total} bytes")
+
+
+def _chunks(response, received: int) -> Iterator[bytes]:
+    """The body as it arrives: read1 returns after one network read, so even a slow server yields
+    chunks (and progress lines). A server that sends less than MIN_BYTES_PER_WINDOW in
+    RATE_WINDOW_SECONDS is cut off (_Transient); one that sends nothing times out in `timeout`."""
+    window_start, window_bytes = time.monotonic(), 0
+    while True:
+        try:
+            chunk = response.read1(CHUNK_SIZE)
+        except (OSError, http.client.HTTPException) as error:
+            raise _Transient(f"connection cut after {_human(received)} ({error!r})") from None
+        if not chunk:
+            return
+        received += len(chunk)
+        window_bytes += len(chunk)
+        yield chunk
+        elapsed = time.monotonic() - window_start
+        if elapsed >= RATE_WINDOW_SECONDS:
+            if window_bytes < MIN_BYTES_PER_WINDOW:
+                raise _Transient(
+                    f"too slow: {_human(window_bytes)} in the last {elapsed:.1f} s "
+                    f"({_human(window_bytes / elapsed)}/s, under the minimum of {_human(MIN_BYTES_PER_WINDOW)} "
+                    f"per {RATE_WINDOW_SECONDS:g} s); try again later or from another mirror, or download "
+                    "the file by hand and give its local path"
+                )
+            window_start, window_bytes = time.monotonic(), 0
 
 
 def _total_size(response, offset: int) -> int | None:
@@ -499,19 +620,26 @@ def _handle_unsatisfiable_range(response, part: Path, offset: int) -> int:
 
 
 def _fetch_text(url: str, *, retries: int, backoff: float, timeout: float) -> str:
-    """A small text file (a sums listing), with the same retries as a download."""
+    """A small text file (a sums listing), with the same retries and minimum rate as a download."""
+
+    def fetch() -> str:
+        with _open(url, {}, timeout) as response:
+            return b"".join(_chunks(response, 0)).decode("utf-8", errors="replace")
+
+    return _retrying(url, fetch, retries=retries, backoff=backoff)
+
+
+def _retrying(url: str, request: Callable[[], T], *, retries: int, backoff: float) -> T:
+    """`request()` (a small request to `url`), retried with back-off on _Transient failures."""
     for attempt in range(retries + 1):
         try:
-            with _open(url, {}, timeout) as response:
-                return response.read().decode("utf-8", errors="replace")
+            return request()
         except _Transient as error:
             if attempt == retries:
                 raise UserError(f"{url}: failed after {attempt + 1} attempts: {error}") from None
-            time.sleep(backoff * 2**attempt)
-        except (OSError, http.client.HTTPException) as error:
-            if attempt == retries:
-                raise UserError(f"{url}: failed after {attempt + 1} attempts: {error!r}") from None
-            time.sleep(backoff * 2**attempt)
+            delay = error.retry_after if error.retry_after is not None else backoff * 2**attempt
+            log.warning("%s: %s; retry %d/%d in %.1f s", url, error, attempt + 1, retries, delay)
+            time.sleep(delay)
     raise AssertionError("unreachable")
 
 
