@@ -4,6 +4,9 @@ A checkpoint is <checkpoint_dir>/step-<step>.pt, one torch.save'd dict (bert.tra
 it): step, model, optimizer, scheduler, scaler (the fp16 grad scaler), rng (the Python, NumPy and
 torch RNG states of every rank), data ({epoch, samples}: the position in the data), totals (the
 run's running figures), signature and execution (below). Only the newest keep_last files are kept.
+A file that cannot be read back (a disk that lied, a truncated copy) is renamed to <name>.corrupt,
+which no glob here matches, and the run resumes from the newest readable one
+(`newest_readable_checkpoint`).
 
 Two records decide whether a run resumes a checkpoint:
 - the run signature (`run_signature`): what the run computes (params, data, initial weights).
@@ -16,18 +19,23 @@ import hashlib
 import json
 import logging
 import os
+import pickle
 import sys
 from pathlib import Path
 
 import torch
 
 from bert.atomic import atomic_file
-from bert.distributed import barrier
+from bert.distributed import barrier, broadcast_from_main
 from bert.errors import UserError
 
 log = logging.getLogger(__name__)
 
 CHECKPOINT_GLOB = "step-*.pt"
+# What torch.load raises on a damaged file: a truncated zip (RuntimeError, or OSError EINVAL from
+# its reader), an empty file (EOFError), overwritten pickle bytes (UnpicklingError), a zip missing
+# its records (KeyError).
+UNREADABLE = (RuntimeError, OSError, EOFError, pickle.UnpicklingError, KeyError, ValueError)
 
 
 def run_signature(described: dict) -> str:
@@ -95,6 +103,40 @@ def load_checkpoint(path: str | Path) -> dict:
     return torch.load(path, map_location="cpu", weights_only=False)
 
 
+def newest_readable_checkpoint(directory: str | Path, rank: int) -> tuple[Path, dict] | None:
+    """The newest checkpoint of `directory` that loads, and its state; None when there is none.
+    Rank 0 chooses, moving each unreadable newer file aside with a warning, and tells the other
+    ranks which file to load, so all of them resume the same step."""
+    chosen, state = None, None
+    if rank == 0:
+        found = list_checkpoints(directory)
+        for path in reversed(found):
+            try:
+                state = load_checkpoint(path)
+                chosen = path
+                break
+            except UNREADABLE as error:
+                if isinstance(error, PermissionError):  # a whole file we may not read: not ours to move
+                    raise UserError(
+                        f"{path}: cannot read the checkpoint ({error}); check its permissions"
+                    ) from None
+                aside = path.with_name(path.name + ".corrupt")
+                path.replace(aside)
+                reason = str(error).split(". ")[0]  # torch's zip errors go on with advice for its developers
+                log.warning(
+                    "%s: unreadable (%s); moved aside to %s, trying an older checkpoint",
+                    path,
+                    reason,
+                    aside.name,
+                )
+        if found and chosen is None:
+            log.warning("%s: no readable checkpoint left; starting afresh", directory)
+    chosen = broadcast_from_main(chosen)
+    if chosen is None:
+        return None
+    return chosen, state if rank == 0 else load_checkpoint(chosen)
+
+
 def _fsync_directory(directory: Path) -> None:
     fd = os.open(directory, os.O_RDONLY)
     try:
@@ -106,33 +148,34 @@ def _fsync_directory(directory: Path) -> None:
 def checkpoint_to_resume(
     directory: str | Path, signature: str, execution: dict, max_steps: int, resume: bool, rank: int
 ) -> dict | None:
-    """The newest checkpoint's state when the run should continue from it, else None (and the
-    old checkpoints are removed). Another signature (what is computed) never resumes. Other
+    """The newest readable checkpoint's state when the run should continue from it, else None
+    (and the old checkpoints are removed). Another signature (what is computed) never resumes. Other
     execution settings (how: the code, precision, unpad, GPUs, ...) resume an unfinished run, so
     a long pretraining survives a bug fix or a switch of hardware or precision; a finished run is
     trained again instead: re-running it with new settings (`dvc exp run -S
     finetune.precision=bf16`, or `dvc repro` after an edit of bert/modeling.py) asks for the
     output of the new ones, and there is nothing left to resume."""
     directory = Path(directory)
-    found = list_checkpoints(directory)
+    newest = newest_readable_checkpoint(directory, rank) if resume else None
     state = None
-    if found and resume:
-        state = load_checkpoint(found[-1])
+    if newest is not None:
+        path, state = newest
         changes = _changes(state.get("execution"), execution)
         if state.get("signature", "") != signature:
-            log.warning("%s: written by a run with other params; starting afresh", found[-1])
+            log.warning("%s: written by a run with other params; starting afresh", path)
             state = None
         elif changes and state["step"] >= max_steps:
             log.warning(
                 "%s: the run finished with other settings (%s); training it again with the new ones",
-                found[-1], changes,
+                path, changes,
             )  # fmt: skip
             state = None
         elif rank == 0 and changes:
             log.warning("%s: resuming a run begun with other settings (%s); it goes on with the new ones",
-                        found[-1], changes)  # fmt: skip
+                        path, changes)  # fmt: skip
         elif rank == 0:
-            log.info("resuming from %s", found[-1])
+            log.info("resuming from %s", path)
+    found = list_checkpoints(directory)
     if found and state is None:
         barrier()  # every rank has looked before rank 0 deletes
         if rank == 0:

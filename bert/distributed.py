@@ -64,6 +64,15 @@ def all_reduce_sum(values: torch.Tensor) -> torch.Tensor:
     return values
 
 
+def broadcast_from_main(value):
+    """Rank 0's `value` on every rank (a choice one rank makes for all); `value` when running alone."""
+    if dist.is_available() and dist.is_initialized():
+        holder = [value]
+        dist.broadcast_object_list(holder, src=0)
+        return holder[0]
+    return value
+
+
 def barrier() -> None:
     """Wait until every rank gets here (nothing to wait for when running alone)."""
     if dist.is_available() and dist.is_initialized():

@@ -26,7 +26,7 @@ import torch.distributed as dist
 from torch import nn
 from tqdm import tqdm
 
-from bert.atomic import write_json
+from bert.atomic import atomic_file, write_json
 from bert.checkpoints import checkpoint_to_resume, list_checkpoints, save_checkpoint, source_fingerprint
 from bert.distributed import all_reduce_sum, rank_and_world_size
 from bert.errors import UserError
@@ -449,25 +449,48 @@ def seed_everything(seed: int, rank: int = 0) -> None:
 
 
 def _open_live(config: TrainConfig, step: int, resumed: bool):
+    """DVCLive in config.live_dir: a resumed run goes on with the curves it finds there (dvc.yaml
+    keeps the folder: `persist: true`), a fresh run clears them."""
     if config.live_dir is None:
         return None
     from dvclive import Live
 
+    live_dir = Path(config.live_dir)
     if resumed:
-        _truncate_live_history(Path(config.live_dir), step)
-    live = Live(dir=str(config.live_dir), resume=resumed, dvcyaml=None, save_dvc_exp=False, report=None)
+        if step > 0 and not (live_dir / "plots" / "metrics").is_dir():
+            log.warning("%s: the curves of the steps before %d are gone (was the folder removed?); "
+                        "they start at step %d", live_dir, step, step + 1)  # fmt: skip
+        truncate_live_history(live_dir, step)
+    live = Live(dir=str(live_dir), resume=resumed, dvcyaml=None, save_dvc_exp=False, report=None)
     live.step = step
     return live
 
 
-def _truncate_live_history(live_dir: Path, step: int) -> None:
-    """Drop the rows a killed run logged after the checkpoint it resumes from, so the curves
-    have each step once."""
-    for tsv in (live_dir / "plots" / "metrics").rglob("*.tsv"):
-        lines = tsv.read_text().splitlines(keepends=True)
-        if not lines:
+def truncate_live_history(live_dir: Path, step: int) -> None:
+    """Drop the rows of DVCLive's curves (plots/metrics/**/*.tsv) after `step`, logged by a run killed
+    after the checkpoint of `step` (the resumed run logs them again), and a row it was killed while
+    writing, so the curves hold each step once. A summary (metrics.json) it was killed while writing
+    goes too: DVCLive rewrites it in place at every step, and the resumed run's next step writes it."""
+    summary = live_dir / "metrics.json"
+    try:
+        json.loads(summary.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        pass
+    except ValueError:  # not JSON: cut off
+        summary.unlink()
+    for tsv in sorted((live_dir / "plots" / "metrics").rglob("*.tsv")):
+        lines = tsv.read_text(encoding="utf-8").splitlines(keepends=True)
+        header = lines[0].rstrip("\r\n").split("\t") if lines and lines[0].endswith("\n") else []
+        if "step" not in header:  # empty, or killed while writing its header: nothing to keep
+            tsv.unlink()
             continue
-        column = lines[0].rstrip("\n").split("\t").index("step")
-        kept = [lines[0]] + [line for line in lines[1:] if int(line.split("\t")[column]) <= step]
-        if len(kept) != len(lines):
-            tsv.write_text("".join(kept))
+        column = header.index("step")
+        kept = [lines[0]]
+        for line in lines[1:]:
+            fields = line.rstrip("\r\n").split("\t")
+            whole = line.endswith("\n") and len(fields) == len(header) and fields[column].isdigit()
+            if whole and int(fields[column]) <= step:
+                kept.append(line)
+        if kept != lines:
+            with atomic_file(tsv) as temp:
+                temp.write_text("".join(kept), encoding="utf-8")

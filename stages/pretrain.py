@@ -14,7 +14,7 @@ from pathlib import Path
 import torch
 import torch.distributed as dist
 
-from bert.checkpoints import file_sha256, list_checkpoints, load_checkpoint, run_signature
+from bert.checkpoints import UNREADABLE, file_sha256, list_checkpoints, load_checkpoint, run_signature
 from bert.distributed import relaunch_under_torchrun, setup_distributed
 from bert.errors import UserError, run_main
 from bert.modeling import BertConfig, BertForPreTraining
@@ -183,7 +183,15 @@ def _load_phase1_optimizer(optimizer: torch.optim.Optimizer, name: str) -> None:
             "pretrain.phase2.init_optimizer_from_phase1 is on but data/checkpoints/phase1 holds no checkpoint; "
             "re-run phase 1 or turn the option off"
         )
-    state = load_checkpoint(found[-1])["optimizer"]
+    try:
+        state = load_checkpoint(found[-1])["optimizer"]
+    except UNREADABLE as error:
+        raise UserError(
+            f"{found[-1]}: unreadable ({str(error).split('. ')[0]}); "
+            "pretrain.phase2.init_optimizer_from_phase1 needs phase 1's last checkpoint: run "
+            "`dvc repro --force pretrain_phase1` (it resumes from an older one to the same weights) "
+            "or turn the option off"
+        ) from None
     phase2_settings = [{k: v for k, v in group.items() if k != "params"} for group in optimizer.param_groups]
     try:
         optimizer.load_state_dict(state)

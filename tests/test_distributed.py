@@ -39,14 +39,18 @@ def test_two_ranks_match_one_rank_and_resume_across_world_sizes(tmp_path):
         assert weights_one[name].shape == weights_two[name].shape
         torch.testing.assert_close(weights_two[name], weights_one[name], atol=1e-5, rtol=1e-4)
 
-    # resume one rank's step-4 checkpoint on two ranks (same global batch 8 = 2 x 4)
+    # resume one rank's step-4 checkpoint on two ranks (same global batch 8 = 2 x 4), the newest
+    # one (step 8) being corrupt: rank 0 moves it aside and both ranks resume from step 4
     moved = tmp_path / "moved"
     shutil.copytree(one, moved)
-    (moved / "data/checkpoints/phase1/step-00000008.pt").unlink()
+    newest = moved / "data/checkpoints/phase1/step-00000008.pt"
+    newest.write_bytes(newest.read_bytes()[:2000])
     set_params(moved, {"distributed.nproc_per_node": 2, "pretrain.phase1.batch_size": 4})
     result = run_stage(moved, "stages.pretrain", "phase1")
     assert result.returncode == 0, result.stderr[-3000:]
+    assert result.stderr.count("step-00000008.pt: unreadable") == 1  # rank 0 decides, once
     assert "resumed from step 4" in result.stderr
+    assert (moved / "data/checkpoints/phase1/step-00000008.pt.corrupt").exists()
     for name, value in final_weights(moved).items():
         torch.testing.assert_close(value, weights_one[name], atol=1e-5, rtol=1e-4)
     assert loss_curve(moved) == pytest.approx(curve_one, rel=1e-5)

@@ -6,9 +6,13 @@ To kill at a known point, the run to be killed is started through RUNNER: `pytho
 one library function down in that child process only (a training step, the write of one
 checkpoint, the segmentation of a chunk of documents), then runs the stage module as `python -m`
 would. The test polls the files the stage writes and sends SIGKILL when the wanted one appears.
-The runs that must end well (the reference and the re-run after a kill) are plain `python -m`.
+The runs that must end well (the reference and the re-run after a kill) are plain `python -m`,
+except where DVC's part is under test: a training stage killed under `dvc repro` and resumed by it
+(DVC deletes a stage's outputs before running it, but not the `persist: true` curves). A truncated
+newest checkpoint (a disk that lied) is moved aside and the run resumes from the one before.
 """
 
+import json
 import os
 import resource
 import shutil
@@ -23,6 +27,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 import torch
+import yaml
 from safetensors.torch import load_file
 
 from bert.checkpoints import list_checkpoints, load_checkpoint
@@ -31,6 +36,8 @@ from tests.stage_workspace import REPO, make_workspace, run_stage, set_params
 
 MAX_STEPS, SAVE_EVERY = 24, 6
 CHECKPOINTS = Path("data/checkpoints/phase1")
+LOSS_CURVE = Path("dvclive/pretrain_phase1/plots/metrics/train/loss.tsv")
+BIN = Path(sys.executable).parent
 
 RUNNER = """
 import runpy, sys, time
@@ -87,16 +94,29 @@ def _pretrain_workspace(root: Path) -> Path:
 def _start(root: Path, patch: str, *args: str, preexec_fn=None) -> subprocess.Popen:
     """Start `python -m <args>` with `patch` applied, in its own session (so it can be killed
     whole), with its output in files (a full pipe would stall it)."""
-    env = {**os.environ, "PYTHONPATH": str(REPO), "OMP_NUM_THREADS": "1"}
+    return _start_command(root, [sys.executable, "-c", RUNNER.format(patch=patch), *args], preexec_fn)
+
+
+def _start_command(root: Path, command: list[str], preexec_fn=None) -> subprocess.Popen:
     return subprocess.Popen(
-        [sys.executable, "-c", RUNNER.format(patch=patch), *args],
+        command,
         cwd=root,
-        env=env,
+        env=_env(),
         stdout=open(root / "killed.stdout", "w"),
         stderr=open(root / "killed.stderr", "w"),
         start_new_session=True,
         preexec_fn=preexec_fn,
     )
+
+
+def _env() -> dict[str, str]:
+    """The stages' environment: this checkout's code, one thread, and this venv's `dvc` and `python`."""
+    return {
+        **os.environ,
+        "PYTHONPATH": str(REPO),
+        "OMP_NUM_THREADS": "1",
+        "PATH": f"{BIN}{os.pathsep}{os.environ['PATH']}",
+    }
 
 
 def _wait_for(condition, process: subprocess.Popen, root: Path, timeout: float = 120) -> None:
@@ -133,12 +153,17 @@ def _files(folder: Path) -> dict[str, bytes]:
 
 
 @pytest.fixture(scope="module")
-def reference_weights(tmp_path_factory) -> dict[str, torch.Tensor]:
-    """phase 1 trained without interruption."""
+def reference_run(tmp_path_factory) -> Path:
+    """The project of phase 1 trained without interruption."""
     root = _pretrain_workspace(tmp_path_factory.mktemp("reference"))
     result = run_stage(root, "stages.pretrain", "phase1")
     assert result.returncode == 0, result.stderr[-3000:]
-    return _weights(root)
+    return root
+
+
+@pytest.fixture(scope="module")
+def reference_weights(reference_run) -> dict[str, torch.Tensor]:
+    return _weights(reference_run)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -194,6 +219,83 @@ def test_pretrain_killed_while_writing_a_checkpoint(tmp_path, reference_weights)
         assert load_checkpoint(path)["step"] == SAVE_EVERY
 
     _resume_and_check(root, SAVE_EVERY, reference_weights)  # also: the partial temp file is gone
+
+
+def _logged_steps(root: Path) -> list[int]:
+    lines = (root / LOSS_CURVE).read_text().splitlines()
+    column = lines[0].split("\t").index("step")
+    return [int(line.split("\t")[column]) for line in lines[1:] if line.count("\t") == lines[0].count("\t")]
+
+
+def _dvc_project(root: Path, command: str) -> None:
+    """Make `root` a DVC project whose one stage is the repository's pretrain_phase1 (its outs,
+    metrics, params and phase 1 loss plot as dvc.yaml has them) running `command`."""
+    pipeline = yaml.safe_load((REPO / "dvc.yaml").read_text())
+    stage = {
+        **pipeline["stages"]["pretrain_phase1"],
+        "cmd": command,
+        "deps": ["data/examples/phase1", "data/vocab"],
+    }
+    plots = [plot for plot in pipeline["plots"] if "Pretraining loss (phase 1)" in plot]
+    (root / "dvc.yaml").write_text(yaml.safe_dump({"stages": {"pretrain_phase1": stage}, "plots": plots}))
+    if not (root / ".dvc").exists():
+        subprocess.run([BIN / "dvc", "init", "--no-scm", "--quiet"], cwd=root, check=True)
+
+
+def _dvc(root: Path, *args: str) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [BIN / "dvc", *args], cwd=root, env=_env(), capture_output=True, text=True, timeout=300
+    )
+
+
+@pytest.mark.slow
+def test_dvc_repro_killed_and_resumed_keeps_every_step_of_the_curve_once(tmp_path, reference_run):
+    """`dvc repro` deletes a stage's outputs before running it, except `persist: true` ones: the
+    curves of the killed run's steps up to its checkpoint stay, the steps logged after it go."""
+    root = _pretrain_workspace(tmp_path)
+    (root / "slow_runner.py").write_text(RUNNER.format(patch=SLOW_STEPS))
+    _dvc_project(root, "python slow_runner.py stages.pretrain phase1")
+    process = _start_command(root, [str(BIN / "dvc"), "repro", "pretrain_phase1"])
+    _wait_for(lambda: (root / LOSS_CURVE).exists() and SAVE_EVERY + 2 in _logged_steps(root), process, root)
+    assert _kill(process) == -signal.SIGKILL
+    assert [load_checkpoint(p)["step"] for p in list_checkpoints(root / CHECKPOINTS)] == [SAVE_EVERY]
+
+    _dvc_project(root, "python -m stages.pretrain phase1")
+    result = _dvc(root, "repro", "pretrain_phase1")
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    assert f"resumed from step {SAVE_EVERY} " in result.stdout + result.stderr
+    _assert_same_weights(_weights(root), _weights(reference_run))
+    assert _logged_steps(root) == list(range(1, MAX_STEPS + 1))
+    assert (root / LOSS_CURVE).read_text() == (reference_run / LOSS_CURVE).read_text()  # the same values
+
+    shown = _dvc(root, "plots", "show", "--json")  # the plot of dvc.yaml reads the whole curve
+    assert shown.returncode == 0, shown.stderr[-3000:]
+    (plot,) = json.loads(shown.stdout)["data"]["Pretraining loss (phase 1)"]
+    assert [int(row["step"]) for row in plot["content"]["data"]["values"]] == list(range(1, MAX_STEPS + 1))
+
+
+def test_pretrain_with_a_corrupt_newest_checkpoint_resumes_from_the_previous_one(tmp_path, reference_run):
+    root = _pretrain_workspace(tmp_path)
+    process = _start(root, SLOW_STEPS, "stages.pretrain", "phase1")
+    _wait_for((root / CHECKPOINTS / f"step-{2 * SAVE_EVERY:08d}.pt").exists, process, root)
+    assert _kill(process) == -signal.SIGKILL
+    newest = list_checkpoints(root / CHECKPOINTS)[-1]
+    assert newest.name == f"step-{2 * SAVE_EVERY:08d}.pt"
+    damaged = newest.read_bytes()[: newest.stat().st_size // 2]  # a disk that lied
+    newest.write_bytes(damaged)
+
+    result = run_stage(root, "stages.pretrain", "phase1")
+    assert result.returncode == 0, result.stderr[-3000:]
+    (warning,) = [line for line in result.stderr.splitlines() if "unreadable" in line]
+    assert f"{CHECKPOINTS / newest.name}: unreadable (" in warning
+    assert f"moved aside to {newest.name}.corrupt" in warning
+    assert f"resumed from step {SAVE_EVERY} " in result.stderr
+    _assert_same_weights(_weights(root), _weights(reference_run))
+    assert _logged_steps(root) == list(range(1, MAX_STEPS + 1))
+    assert (root / CHECKPOINTS / f"{newest.name}.corrupt").read_bytes() == damaged  # kept, not deleted
+    assert sorted(p.name for p in (root / CHECKPOINTS).iterdir()) == [
+        f"{newest.name}.corrupt", f"step-{MAX_STEPS - SAVE_EVERY:08d}.pt", f"step-{MAX_STEPS:08d}.pt",
+    ]  # fmt: skip
 
 
 # ---------------------------------------------------------------------------------------------

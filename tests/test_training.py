@@ -11,7 +11,7 @@ from bert.errors import UserError
 from bert.optim import build_optimizer, warmup_poly_schedule
 from bert.pretraining import pretraining_loss
 from bert.pretraining_loader import DynamicMasking, PretrainingData
-from bert.training import TrainConfig, train
+from bert.training import TrainConfig, train, truncate_live_history
 from tests.shard_fixtures import tiny_model, write_shard, write_shards, write_vocab
 
 torch.set_num_threads(1)
@@ -57,6 +57,79 @@ def test_resume_gives_identical_weights(tmp_path):
     lines = (tmp_path / "split/live/plots/metrics/train/loss.tsv").read_text().splitlines()
     assert lines[0] == "step\tloss"
     assert [int(line.split("\t")[0]) for line in lines[1:]] == list(range(2, 17, 2))
+
+
+def loss_curve(live_dir):
+    return (live_dir / "plots/metrics/train/loss.tsv").read_text()
+
+
+def test_fresh_run_clears_the_curves_a_resumed_one_keeps_them(tmp_path):
+    shards = write_shards(tmp_path / "shards")
+    pretrain(tmp_path, shards, 4)
+    first = loss_curve(tmp_path / "live")
+    pretrain(tmp_path, shards, 8)  # resumed from step 4: goes on with the curve
+    assert loss_curve(tmp_path / "live").startswith(first)
+    (tmp_path / "live/plots/metrics/train/stale.tsv").write_text("step\tstale\n99\t1.0\n")
+    pretrain(tmp_path, shards, 8, resume=False)  # afresh: the old curves go
+    lines = loss_curve(tmp_path / "live").splitlines()
+    assert [int(line.split("\t")[0]) for line in lines[1:]] == [2, 4, 6, 8]
+    assert not (tmp_path / "live/plots/metrics/train/stale.tsv").exists()
+
+
+def test_truncate_live_history_keeps_each_step_up_to_the_checkpoint(tmp_path):
+    curves = tmp_path / "plots/metrics"
+    (curves / "train").mkdir(parents=True)
+    (curves / "train/loss.tsv").write_text("step\tloss\n2\t5.0\n4\t4.5\n6\t4.0\n8\t3.5\n")
+    (curves / "train/lr.tsv").write_text(
+        "timestamp\tstep\tlr\n10\t2\t0.1\n11\t4\t0.2\n12\t6\t0."
+    )  # killed mid-row
+    (curves / "train/header.tsv").write_text("ste")  # killed while writing the header
+    (curves / "train/early.tsv").write_text("step\tearly\n2\t1.0\n")
+    before = (curves / "train/early.tsv").stat().st_mtime_ns
+    (tmp_path / "metrics.json").write_text('{"train": {"loss": 3.')  # killed while DVCLive rewrote it
+    truncate_live_history(tmp_path, 4)
+    assert not (tmp_path / "metrics.json").exists()
+    assert (curves / "train/loss.tsv").read_text() == "step\tloss\n2\t5.0\n4\t4.5\n"
+    assert (curves / "train/lr.tsv").read_text() == "timestamp\tstep\tlr\n10\t2\t0.1\n11\t4\t0.2\n"
+    assert not (curves / "train/header.tsv").exists()
+    assert (curves / "train/early.tsv").stat().st_mtime_ns == before  # nothing to drop: not rewritten
+    truncate_live_history(tmp_path / "missing", 4)  # no curves yet: nothing to do
+
+
+def test_corrupt_newest_checkpoint_falls_back_to_the_previous_one(tmp_path, caplog):
+    shards = write_shards(tmp_path / "shards")
+    straight, _ = pretrain(tmp_path / "straight", shards, 12, total_steps=12)
+    pretrain(tmp_path / "split", shards, 8, total_steps=12)  # checkpoints of steps 6 and 8
+    newest = tmp_path / "split/checkpoints/step-00000008.pt"
+    damaged = newest.read_bytes()[:1000]  # a disk that lied
+    newest.write_bytes(damaged)
+    caplog.set_level("INFO", logger="bert")
+    resumed, _ = pretrain(tmp_path / "split", shards, 12, total_steps=12)
+    assert f"{newest}: unreadable (" in caplog.text
+    assert "moved aside to step-00000008.pt.corrupt" in caplog.text
+    assert "resumed from step 6 " in caplog.text
+    for (name, a), b in zip(straight.state_dict().items(), resumed.state_dict().values()):
+        assert torch.equal(a, b), name
+    assert loss_curve(tmp_path / "split/live") == loss_curve(tmp_path / "straight/live")
+    # kept aside, outside the glob and the keep-last deletion
+    assert (tmp_path / "split/checkpoints/step-00000008.pt.corrupt").read_bytes() == damaged
+    assert sorted(p.name for p in (tmp_path / "split/checkpoints").iterdir()) == [
+        "step-00000008.pt.corrupt", "step-00000009.pt", "step-00000012.pt",
+    ]  # fmt: skip
+
+
+def test_no_readable_checkpoint_starts_afresh(tmp_path, caplog):
+    shards = write_shards(tmp_path / "shards")
+    pretrain(tmp_path, shards, 4)  # checkpoint of step 3 and 4
+    for path in list_checkpoints(tmp_path / "checkpoints"):
+        path.write_bytes(b"")
+    caplog.set_level("INFO", logger="bert")
+    _, summary = pretrain(tmp_path, shards, 4)
+    assert "no readable checkpoint left; starting afresh" in caplog.text and "resumed from" not in caplog.text
+    assert summary["steps"] == 4
+    assert sorted(p.name for p in (tmp_path / "checkpoints").iterdir()) == [
+        "step-00000003.pt", "step-00000003.pt.corrupt", "step-00000004.pt", "step-00000004.pt.corrupt",
+    ]  # fmt: skip
 
 
 def test_logs_and_metrics(tmp_path):
