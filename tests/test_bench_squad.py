@@ -115,3 +115,29 @@ def test_training_benchmark_cli_compares_padded_trimmed_binned_and_unpadded_batc
         result["length_binned_unpadded"]["windows_per_second"] > 0
         and result["unpadded_speedup_vs_binned"] > 0
     )
+
+
+def test_parity_bench_at_learning_rate_zero_scores_both_sides_alike(minilm_dir, tmp_path):
+    """bench.squad_parity end to end at a tiny size: two steps per side on 8 MiniLM windows. With
+    no learning rate both sides keep MiniLM and the one shared QA head, so the same windows must
+    give the same answers: a check that both really start from the same weights and inputs."""
+    pytest.importorskip("transformers")
+    from bench.squad_parity import main
+
+    out = tmp_path / "parity.json"
+    result = main(
+        ["--model", str(minilm_dir), "--train-questions", "8", "--dev-questions", "6", "--epochs", "1",
+         "--batch-size", "4", "--learning-rate", "0", "--seeds", "0", "--speed-steps", "1", "--speed-rounds", "1", "--out", str(out)]
+    )  # fmt: skip
+
+    assert json.loads(out.read_text()) == json.loads(json.dumps(result))
+    assert result["train_windows"] == 8 and result["dev_questions"] == 6
+    (run,) = result["runs"]
+    assert run["steps"] == 2
+    ours, theirs = run["ours"], run["transformers"]
+    assert ours["f1"] == pytest.approx(theirs["f1"]) and ours["exact_match"] == theirs["exact_match"]
+    assert ours["windows_per_second"] > 0 and theirs["windows_per_second"] > 0
+    summary = result["summary"]
+    assert summary["f1_gap"] == pytest.approx(0) and summary["runs_speed_ratio"] > 0
+    assert result["timing"]["speed_ratio"] > 0
+    assert result["machine"]["nproc"] >= 1 and result["machine"]["torch_threads"] >= 1
