@@ -1,0 +1,1 @@
+"""BERT pretraining and fine-tuning as a library: every stage in stages/ calls into it."""
