@@ -10,6 +10,8 @@ The runs that must end well (the reference and the re-run after a kill) are plai
 except where DVC's part is under test: a training stage killed under `dvc repro` and resumed by it
 (DVC deletes a stage's outputs before running it, but not the `persist: true` curves). A truncated
 newest checkpoint (a disk that lied) is moved aside and the run resumes from the one before.
+A pool worker of each data stage (shard, documents@wikipedia, examples) SIGKILLed on one task
+ends the stage at once with one line naming the task, nothing published, and the re-run recovers.
 """
 
 import json
@@ -33,6 +35,7 @@ from safetensors.torch import load_file
 from bert.checkpoints import list_checkpoints, load_checkpoint
 from bert.corpus.documents import DocumentWriter
 from tests.stage_workspace import REPO, make_workspace, run_stage, set_params
+from tests.test_wikipedia import write_dump
 
 MAX_STEPS, SAVE_EVERY = 24, 6
 CHECKPOINTS = Path("data/checkpoints/phase1")
@@ -358,32 +361,6 @@ def test_shard_stage_killed_leaves_no_partial_output_and_reruns_identically(tmp_
     assert [p.name for p in shards.iterdir()] == ["wikipedia"]
 
 
-# A worker of stages.shard killed (as the OOM killer kills) while it segments the third chunk.
-KILLED_SEGMENT_WORKER = """
-import os, signal
-import bert.corpus.shards
-_segment = bert.corpus.shards._segment
-def segment(chunk, min_sentences):
-    if chunk[0][0] == "doc512":
-        os.kill(os.getpid(), signal.SIGKILL)
-    return _segment(chunk, min_sentences)
-bert.corpus.shards._segment = segment
-segment.__module__, segment.__qualname__ = "bert.corpus.shards", "_segment"  # pickled by that name
-"""
-
-
-def test_shard_stage_worker_killed_stops_with_one_clear_line(tmp_path):
-    root = _shard_workspace(tmp_path)
-    set_params(root, {"num_workers": 2})
-    process = _start(root, KILLED_SEGMENT_WORKER, "stages.shard", "wikipedia")
-    assert process.wait(timeout=60) == 1  # not a stage waiting forever for the dead worker's result
-    line = _assert_one_clear_line((root / "killed.stderr").read_text(), "error: ")
-    assert "documents doc512 to doc767 of data/documents/wikipedia" in line
-    assert line.endswith("a worker process died (killed, or out of memory?); re-run the stage")
-    assert list((root / "data/shards").iterdir()) == []  # nothing published, no temp debris
-    assert not (root / "metrics/shard_wikipedia.json").exists()
-
-
 # ---------------------------------------------------------------------------------------------
 # Disk full: a file-size limit (RLIMIT_FSIZE) makes write() fail with EFBIG, as ENOSPC would.
 
@@ -556,3 +533,97 @@ def test_disk_full_while_writing_examples(tmp_path):
     assert "File too large" in line and "previous phase1 is untouched" in line
     assert _files(root / EXAMPLES / "phase1") == before
     assert sorted(p.name for p in (root / EXAMPLES).iterdir()) == ["phase1", "phase2"]
+
+
+# ---------------------------------------------------------------------------------------------
+# A data stage's pool worker killed
+
+# A pool worker of a data stage killed (as the OOM killer kills) when it starts one task: `function`
+# of `module` is replaced, in the parent before the pool forks, by one that SIGKILLs its own process
+# when `task_args` (the task's arguments) match `condition`.
+KILLED_WORKER = """
+import os, signal
+import {module}
+_task = {module}.{function}
+def task(*task_args):
+    if {condition}:
+        os.kill(os.getpid(), signal.SIGKILL)
+    return _task(*task_args)
+{module}.{function} = task
+task.__module__, task.__qualname__ = "{module}", "{function}"  # pickled by that name
+"""
+
+
+def _wikipedia_workspace(root: Path) -> Path:
+    """A project with a MediaWiki dump of 40 articles (5 extraction tasks of 8 pages)."""
+    make_workspace(root)
+    pages = [(i, f"Article {i}", f"'''Article {i}''' is about harbour {i}. It was dredged in {1800 + i}.", 0, None)
+             for i in range(1, 41)]  # fmt: skip
+    write_dump(root / "data/raw/wikipedia/dump.xml", pages=pages)
+    return root
+
+
+@pytest.mark.parametrize(
+    "workspace, stage, workers, patch, output, metrics, task",
+    [
+        (
+            _shard_workspace,
+            ("stages.shard", "wikipedia"),
+            "num_workers",
+            dict(
+                module="bert.corpus.shards", function="_segment", condition='task_args[0][0][0] == "doc512"'
+            ),
+            "data/shards/wikipedia",
+            "metrics/shard_wikipedia.json",
+            "documents doc512 to doc767 of data/documents/wikipedia",
+        ),
+        (
+            _wikipedia_workspace,
+            ("stages.documents", "wikipedia"),
+            "extract.processes",
+            dict(
+                module="bert.corpus.wikipedia",
+                function="_extract_articles",
+                condition='task_args[0][0][0] == "17"',
+            ),
+            "data/documents/wikipedia",
+            "metrics/documents_wikipedia.json",
+            "pages from id 17 of data/raw/wikipedia/dump.xml",
+        ),
+        (
+            _examples_workspace,
+            ("stages.examples", "phase1"),
+            "num_workers",
+            dict(module="bert.corpus.mixing", function="_intra_task", condition="task_args[0] == 2"),
+            "data/examples/phase1",
+            None,  # the stage has no metrics file (its manifest is in the output)
+            "data/examples/phase1/part_00002.hdf5",
+        ),
+    ],
+    ids=["shard", "documents", "examples"],
+)
+def test_data_stage_worker_killed_stops_with_one_clear_line_and_reruns(
+    tmp_path, workspace, stage, workers, patch, output, metrics, task
+):
+    root = workspace(tmp_path)
+    set_params(root, {workers: 2})
+    output = root / output
+    result = run_stage(root, *stage)
+    assert result.returncode == 0, result.stderr[-3000:]
+    clean = _files(output)
+    shutil.rmtree(output)
+    if metrics:
+        (root / metrics).unlink()
+    siblings = sorted(output.parent.iterdir())
+
+    process = _start(root, KILLED_WORKER.format(**patch), *stage)
+    assert process.wait(timeout=60) == 1  # not a stage waiting forever for the dead worker's result
+    line = _assert_one_clear_line((root / "killed.stderr").read_text(), "error: ")
+    assert task in line  # with the task the other worker was running when the pool broke
+    assert line.endswith("a worker process died (killed, or out of memory?); re-run the stage")
+    assert sorted(output.parent.iterdir()) == siblings  # nothing published, no temp debris
+    assert metrics is None or not (root / metrics).exists()
+
+    result = run_stage(root, *stage)
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert _files(output) == clean

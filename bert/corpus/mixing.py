@@ -139,7 +139,11 @@ def create_examples(
                 for k in range(num_output_shards)
             ]
             results = run_tasks(
-                _intra_task, tasks, num_workers, "examples (intra)", describe=lambda task: parts[task[0]].name
+                _intra_task,
+                tasks,
+                num_workers,
+                "examples (intra)",
+                describe=lambda task: f"{output_dir}/{parts[task[0]].name}",
             )
             for stats in results:
                 total.add(stats)
@@ -198,7 +202,7 @@ def create_examples(
                 [task for task in mix_tasks if task[1]],
                 num_workers,
                 "mixing (inter)",
-                describe=lambda task: Path(task[2]).name,
+                describe=lambda task: f"{output_dir}/{Path(task[2]).name}",
             )
             shutil.rmtree(scratch)
         else:
