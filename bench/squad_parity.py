@@ -301,7 +301,7 @@ def main(argv: list[str] | None = None) -> dict:
     parser.add_argument("--out", type=Path, help="also write the results here as JSON")
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s: %(message)s")
-    logging.getLogger("bert").setLevel(logging.ERROR)  # the head's "freshly initialised" warning
+    logging.getLogger("bert.hf").setLevel(logging.ERROR)  # the head's "freshly initialised" warning
     transformers.logging.set_verbosity_error()
     transformers.logging.disable_progress_bar()
     if args.threads:

@@ -2,6 +2,7 @@
 timing (ours as predict_squad runs, transformers padded and with dynamic padding)."""
 
 import json
+import logging
 import subprocess
 import sys
 from pathlib import Path
@@ -125,10 +126,15 @@ def test_parity_bench_at_learning_rate_zero_scores_both_sides_alike(minilm_dir, 
     from bench.squad_parity import main
 
     out = tmp_path / "parity.json"
-    result = main(
-        ["--model", str(minilm_dir), "--train-questions", "8", "--dev-questions", "6", "--epochs", "1",
-         "--batch-size", "4", "--learning-rate", "0", "--seeds", "0", "--speed-steps", "1", "--speed-rounds", "1", "--out", str(out)]
-    )  # fmt: skip
+    quiet = logging.getLogger("bert.hf")
+    level = quiet.level
+    try:  # main() quiets bert.hf for its own run; later tests must see its warnings again
+        result = main(
+            ["--model", str(minilm_dir), "--train-questions", "8", "--dev-questions", "6", "--epochs", "1",
+             "--batch-size", "4", "--learning-rate", "0", "--seeds", "0", "--speed-steps", "1", "--speed-rounds", "1", "--out", str(out)]
+        )  # fmt: skip
+    finally:
+        quiet.setLevel(level)
 
     assert json.loads(out.read_text()) == json.loads(json.dumps(result))
     assert result["train_windows"] == 8 and result["dev_questions"] == 6
