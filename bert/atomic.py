@@ -50,10 +50,7 @@ def atomic_folder(out_dir: str | Path) -> Iterator[Path]:
     except Exception as error:
         if isinstance(error, UserError) or not is_disk_full(error):
             raise
-        raise UserError(
-            f"{out_dir}: disk full while writing it ({error}); the previous {out_dir.name} is "
-            f"untouched. Free space on {out_dir.parent.resolve()} and run the stage again"
-        ) from None
+        raise _disk_full_error(out_dir, error) from None
     finally:
         shutil.rmtree(tmp_dir, ignore_errors=True)
 
@@ -101,20 +98,27 @@ def _is_alive(pid: int) -> bool:
     return True
 
 
-def _make_ordinary(folder: Path) -> None:
-    """Give the folder and everything in it the permissions of ordinary files and folders under the
-    umask (0755 / 0644 usually): mkdtemp makes the folder 0700 and some writers (safetensors'
-    save_file) make their files 0600, which other users of the output could not read."""
+def _make_ordinary(output: Path) -> None:
+    """Give a file, or a folder and everything in it, the permissions of ordinary files and folders
+    under the umask (0755 / 0644 usually): mkdtemp and mkstemp make 0700 / 0600 and some writers
+    (safetensors' save_file) make their files 0600, which other users of the output could not read."""
     umask = _umask()
-    os.chmod(folder, 0o777 & ~umask)
-    for root, dirs, files in os.walk(folder):
-        for name in dirs + files:
-            path = os.path.join(root, name)
-            mode = os.lstat(path).st_mode
-            if stat.S_ISDIR(mode) or (stat.S_ISREG(mode) and mode & 0o111):
-                os.chmod(path, 0o777 & ~umask)
-            elif stat.S_ISREG(mode):
-                os.chmod(path, 0o666 & ~umask)
+    paths = [str(output)] + [
+        os.path.join(root, name) for root, dirs, files in os.walk(output) for name in dirs + files
+    ]
+    for path in paths:
+        mode = os.lstat(path).st_mode
+        if stat.S_ISDIR(mode) or (stat.S_ISREG(mode) and mode & 0o111):
+            os.chmod(path, 0o777 & ~umask)
+        elif stat.S_ISREG(mode):
+            os.chmod(path, 0o666 & ~umask)
+
+
+def _disk_full_error(output: Path, error: BaseException) -> UserError:
+    return UserError(
+        f"{output}: disk full while writing it ({error}); the previous {output.name} is untouched. "
+        f"Free space on {output.parent.resolve()} and run the stage again"
+    )
 
 
 @contextlib.contextmanager
@@ -138,15 +142,12 @@ def atomic_file(path: str | Path) -> Iterator[Path]:
     tmp = Path(tmp_name)
     try:
         yield tmp
-        os.chmod(tmp, 0o666 & ~_umask())
+        _make_ordinary(tmp)
         os.replace(tmp, path)
     except Exception as error:
         if isinstance(error, UserError) or not is_disk_full(error):
             raise
-        raise UserError(
-            f"{path}: disk full while writing it ({error}); the previous {path.name} is untouched. "
-            f"Free space on {path.parent.resolve()} and run again"
-        ) from None
+        raise _disk_full_error(path, error) from None
     finally:
         tmp.unlink(missing_ok=True)
 

@@ -325,6 +325,9 @@ def _summary(totals: dict, step: int) -> dict:
         "sequences_per_second": totals["sequences"] / totals["seconds"] if totals["seconds"] else 0.0,
         "seconds": totals["seconds"],
         "skipped_steps": totals["skipped_steps"],
+        # The model bytes depend on it (the order of float reductions): recorded so that two runs
+        # whose hashes differ can be told apart (docs/operations.md, "What is reproducible").
+        "cpu_threads": torch.get_num_threads(),
     }
     summary.pop("learning_rate", None)
     return summary

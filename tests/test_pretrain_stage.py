@@ -19,6 +19,7 @@ def test_phase1_phase2_export(tmp_path):
     for phase in ("phase1", "phase2"):
         metrics = json.loads((root / f"metrics/pretrain_{phase}.json").read_text())
         assert metrics["steps"] == 8 and metrics["skipped_steps"] == 0
+        assert metrics["cpu_threads"] == 1  # run_stage sets OMP_NUM_THREADS=1
         assert {
             "loss",
             "mlm_loss",

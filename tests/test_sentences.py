@@ -166,3 +166,57 @@ def test_real_articles_split_right_at_hand_checked_boundaries(shared_data, tmp_p
         assert found, f"{boundary!r} is not in the extracted articles any more"
         wrong += [boundary for split in found if split != is_sentence_end]
     assert wrong == []
+
+
+# ---- paragraphs too long for Punkt in one piece (a table dump, a base64 blob on one line) ---------
+
+
+def _long_prose(sentences: int) -> str:
+    return " ".join(
+        f"The mill number {i} stood by the river and it was sold in {1800 + i % 200}."
+        for i in range(sentences)
+    )
+
+
+def test_a_paragraph_within_the_limit_is_one_piece():
+    assert punkt.paragraph_pieces(CASES[0][0]) == [CASES[0][0]]
+    assert punkt.paragraph_pieces("") == []
+
+
+def test_long_paragraphs_are_cut_after_a_sentence_end_else_a_space_else_anywhere():
+    prose = _long_prose(200)
+    pieces = punkt.paragraph_pieces(prose, limit=1000)
+    assert all(len(piece) <= 1000 for piece in pieces)
+    assert " ".join(pieces) == prose
+    assert all(piece.endswith(".") for piece in pieces)  # every cut falls after a sentence
+    words = " ".join(["riverbank"] * 500)  # no sentence end at all
+    pieces = punkt.paragraph_pieces(words, limit=1000)
+    assert " ".join(pieces) == words  # cut at spaces, never inside a word
+    assert all(980 <= len(piece) <= 1000 for piece in pieces[:-1])  # within a word of the limit
+    blob = "x" * 2500  # no space either
+    assert punkt.paragraph_pieces(blob, limit=1000) == ["x" * 1000, "x" * 1000, "x" * 500]
+
+
+def test_punkt_never_sees_more_than_the_limit_at_once(trained, monkeypatch):
+    # NLTK limits every Punkt regex call to 5 s of wall clock and scans a whole paragraph per call:
+    # one 200 MB line raised TimeoutError at 4 GB of RSS. Scaled down here: the limit is 10,000
+    # characters and the line 1.3 MB; Punkt must only ever be handed pieces within the limit.
+    monkeypatch.setattr(punkt, "MAX_PIECE_CHARS", 10_000)
+    seen = []
+    for cls, method in [(punkt.CuratedPunkt, "tokenize"), (punkt.PunktTrainer, "train")]:
+        original = getattr(cls, method)
+
+        def spy(self, text, *args, _original=original, **kwargs):
+            seen.append(len(text))
+            return _original(self, text, *args, **kwargs)
+
+        monkeypatch.setattr(cls, method, spy)
+    prose = _long_prose(20_000)
+    blob = "QUJD+/9.x" * 3_000  # 27 KB without a space
+    sentences = punkt.SentenceSplitter(trained, curated=True).split(prose + "\n" + blob)
+    assert len(sentences) >= 20_000
+    assert "".join(sentences).replace(" ", "") == (prose + blob).replace(" ", "")
+    parameters, used = punkt.train_parameters([prose + "\n" + blob])
+    # every character was trained on (less the spaces at the cuts)
+    assert len(prose) + len(blob) - 1000 < used <= len(prose) + len(blob) + 1
+    assert max(seen) <= 10_000 and len(seen) > 2 * (len(prose) + len(blob)) // 10_000

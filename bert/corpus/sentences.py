@@ -54,11 +54,67 @@ COMMON_ABBREVIATIONS = NEVER_FINAL_ABBREVIATIONS | RARELY_FINAL_ABBREVIATIONS | 
 DOTTED_ABBREVIATION = re.compile(r"(?:[^\W\d_]\.){2,}")
 PUNKT_FILE = "punkt_params.json"
 DEFAULT_TRAINING_CHARS = 20_000_000
+# NLTK runs every Punkt regex under a 5-second wall-clock limit (nltk.redos) and scans a whole
+# paragraph per call: one 200 MB line (a table dump, a base64 blob) raised TimeoutError after
+# minutes at 4 GB. Punkt therefore never sees more than this many characters at once; real
+# paragraphs are far shorter, so their sentences are unchanged.
+MAX_PIECE_CHARS = 100_000
+# Where a long paragraph is best cut: after a sentence end ("." "!" "?" and closing quotes or
+# brackets) followed by whitespace; else at whitespace.
+_SENTENCE_END = re.compile(r"""[.!?]["')\]]*(?=\s)""")
+_WHITESPACE = re.compile(r"\s")
 
 
 def normalize(text: str) -> str:
     """NFC-normalise and collapse every run of whitespace to one space (non-ASCII is kept)."""
     return " ".join(unicodedata.normalize("NFC", text).split())
+
+
+def paragraph_pieces(paragraph: str, limit: int | None = None) -> list[str]:
+    """Cut a paragraph into normalised pieces of at most `limit` (default MAX_PIECE_CHARS) characters.
+
+    Each cut falls after the last sentence end in the last quarter of the window, else at its last
+    whitespace, else (a run without whitespace) at the limit itself. A paragraph within the limit
+    is one piece, `normalize(paragraph)`. The paragraph is normalised piece by piece: normalising
+    200 MB at once (`str.split`) took GBs.
+    """
+    limit = limit or MAX_PIECE_CHARS
+    pieces = []
+    start = 0
+    while len(paragraph) - start > limit:
+        window_start, end = start + limit * 3 // 4, start + limit
+        cut = _last_end(_SENTENCE_END, paragraph, window_start, end) or _last_end(
+            _WHITESPACE, paragraph, window_start, end, at_start=True
+        )
+        cut = cut or end
+        pieces.append(normalize(paragraph[start:cut]))
+        start = cut
+    pieces.append(normalize(paragraph[start:]))
+    return [piece for piece in pieces if piece]
+
+
+def _last_end(pattern: re.Pattern, text: str, start: int, end: int, at_start: bool = False) -> int | None:
+    """Where the last match of `pattern` in text[start:end] ends (or starts), None if none."""
+    matches = list(pattern.finditer(text, start, end))
+    if not matches:
+        return None
+    return matches[-1].start() if at_start else matches[-1].end()
+
+
+def _punkt_inputs(text: str) -> list[str]:
+    """A document's normalised paragraphs, as "\\n"-joined texts of at most MAX_PIECE_CHARS each
+    (a document within the limit is one text, exactly as Punkt saw it before pieces existed)."""
+    texts, current, size = [], [], -1
+    for paragraph in text.split("\n"):
+        for piece in paragraph_pieces(paragraph) or [""]:
+            if current and size + 1 + len(piece) > MAX_PIECE_CHARS:
+                texts.append("\n".join(current))
+                current, size = [], -1
+            current.append(piece)
+            size += 1 + len(piece)
+    if current:
+        texts.append("\n".join(current))
+    return texts
 
 
 def pretrained_parameters() -> PunktParameters | None:
@@ -78,9 +134,11 @@ def train_parameters(
     for text in texts:
         if used >= max_chars:
             break
-        text = "\n".join(normalize(paragraph) for paragraph in text.split("\n"))
-        trainer.train(text, finalize=False)
-        used += len(text)
+        for piece in _punkt_inputs(text):
+            if used >= max_chars:
+                break
+            trainer.train(piece, finalize=False)
+            used += len(piece)
     if used == 0:
         raise UserError("cannot train Punkt: the corpus has no text")
     trainer.finalize_training()
@@ -159,7 +217,6 @@ class SentenceSplitter:
     def split(self, text: str) -> list[str]:
         sentences = []
         for paragraph in text.split("\n"):
-            paragraph = normalize(paragraph)
-            if paragraph:
-                sentences.extend(s for s in (s.strip() for s in self.tokenizer.tokenize(paragraph)) if s)
+            for piece in paragraph_pieces(paragraph):
+                sentences.extend(s for s in (s.strip() for s in self.tokenizer.tokenize(piece)) if s)
         return sentences
