@@ -18,6 +18,7 @@ import torch
 from torch import nn
 
 from bert.binning import bin_by_length, window_batches
+from bert.errors import UserError
 from bert.global_batch import accumulation_steps, micro_slice
 from bert.squad.features import SquadFeatures, trimmed_length
 from bert.training import Objective
@@ -69,7 +70,10 @@ class QuestionAnsweringBatches:
     def skip_samples(self, samples: int) -> None:
         """Start the current epoch after `samples` windows (counted over all ranks: whole global batches)."""
         if samples % self.global_batch:
-            raise ValueError(f"sample {samples} is not at a global batch boundary ({self.global_batch})")
+            raise UserError(
+                f"cannot resume at window {samples} of the epoch with a global batch of {self.global_batch}; "
+                "keep finetune.global_batch_size as it was when the checkpoint was written"
+            )
         self.start_batch = samples // self.global_batch
 
     def epoch_order(self) -> np.ndarray:

@@ -70,7 +70,7 @@ def per_row(loss_fn: Callable[[nn.Module, dict], tuple[torch.Tensor, dict]]) -> 
 @dataclass
 class TrainConfig:
     max_steps: int
-    grad_accum_steps: int = 1
+    grad_accum_steps: int = 1  # micro-batches per rank and step (bert.global_batch.accumulation_steps)
     precision: str = "fp32"  # fp32 | bf16 | fp16
     grad_clip: float = 1.0  # max global gradient norm; 0 = no clipping
     log_every: int = 10

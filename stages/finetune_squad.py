@@ -62,6 +62,9 @@ def init_directory(init: str) -> Path:
 
 def finetune(params, distributed) -> None:
     spec, squad = params.finetune, params.squad
+    accumulation = accumulation_steps(
+        spec.global_batch_size, spec.micro_batch_size, distributed.world_size, params="finetune."
+    )
     source = init_directory(spec.init)
     tokenizer, lower_case = load_tokenizer_from_dir(source, params.vocab.lower_case)
     vocab_size = tokenizer.get_vocab_size()
@@ -89,9 +92,6 @@ def finetune(params, distributed) -> None:
         squad.doc_stride,
         squad.max_query_length,
         progress=distributed.is_main,
-    )
-    accumulation = accumulation_steps(
-        spec.global_batch_size, spec.micro_batch_size, distributed.world_size, params="finetune."
     )
     batches = QuestionAnsweringBatches(
         features,

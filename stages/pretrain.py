@@ -49,6 +49,9 @@ def main() -> None:
 def pretrain(params, phase: str, distributed) -> None:
     spec = getattr(params.pretrain, phase)
     examples = getattr(params.examples, phase)
+    accumulation = accumulation_steps(
+        spec.global_batch_size, spec.micro_batch_size, distributed.world_size, params=f"pretrain.{phase}."
+    )
     vocab_file = Path("data/vocab/vocab.txt")
     if not vocab_file.is_file():
         raise UserError(f"{vocab_file}: not found; run the `vocab` stage first")
@@ -95,9 +98,6 @@ def pretrain(params, phase: str, distributed) -> None:
             examples.max_predictions_per_seq,
             params.examples.whole_word_mask,
         )
-    accumulation = accumulation_steps(
-        spec.global_batch_size, spec.micro_batch_size, distributed.world_size, params=f"pretrain.{phase}."
-    )
     data = PretrainingData(
         shards,
         global_batch_size=spec.global_batch_size,
