@@ -30,7 +30,15 @@ VARIANTS = ("full_length", "trimmed", "trimmed_unpadded", "binned", "binned_unpa
 
 
 def epoch_batches(shards: list[Path], batch_size: int, binning: bool, seed: int) -> list[dict]:
-    return list(PretrainingData(shards, batch_size=batch_size, seed=seed, length_binning=binning))
+    return list(
+        PretrainingData(
+            shards,
+            global_batch_size=batch_size,
+            micro_batch_size=batch_size,
+            seed=seed,
+            length_binning=binning,
+        )
+    )
 
 
 def to_full_length(batch: dict, seq_len: int) -> dict:

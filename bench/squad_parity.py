@@ -15,7 +15,7 @@ training windows/s.
   batch tensors: bert.finetune.QuestionAnsweringBatches (length-binned, cut to the longest window).
 - The project: bert.optim.build_optimizer (AdamW, eps 1e-6, no decay on biases and LayerNorms),
   bert.optim.warmup_poly_schedule (linear), bert.training.train with clipping at 1.0 and
-  bert.finetune.question_answering_loss, as stages/finetune_squad.py runs them.
+  bert.finetune.question_answering_objective, as stages/finetune_squad.py runs them.
 - transformers: transformers.BertForQuestionAnswering, torch's AdamW over the two groups Hugging
   Face's Trainer makes (no decay on "bias" and "LayerNorm.weight"; eps 1e-8, its default),
   transformers.get_linear_schedule_with_warmup, clip_grad_norm_ at 1.0: the loop of run_qa.py
@@ -47,7 +47,7 @@ import torch
 import transformers
 
 from bert.atomic import write_json
-from bert.finetune import QuestionAnsweringBatches, question_answering_loss, steps_for_epochs
+from bert.finetune import QuestionAnsweringBatches, question_answering_objective, steps_for_epochs
 from bert.modeling import BertForQuestionAnswering
 from bert.optim import build_optimizer, warmup_poly_schedule
 from bert.squad.answers import postprocess
@@ -109,7 +109,7 @@ def train_ours(model: BertForQuestionAnswering, batches, recipe: Recipe, steps: 
         progress=False,
     )
     started = time.perf_counter()
-    train(model, batches, question_answering_loss, optimizer, scheduler, config)
+    train(model, batches, question_answering_objective, optimizer, scheduler, config)
     return time.perf_counter() - started
 
 
@@ -156,11 +156,13 @@ def run_seed(model_dir: Path, train_features, dev, recipe: Recipe, seed: int, ou
     with torch.no_grad():
         models["transformers"].qa_outputs.weight.copy_(models["ours"].qa_outputs.weight)
         models["transformers"].qa_outputs.bias.copy_(models["ours"].qa_outputs.bias)
-    steps = steps_for_epochs(len(train_features), recipe.epochs, recipe.batch_size, 1, 1)
+    steps = steps_for_epochs(len(train_features), recipe.epochs, recipe.batch_size)
     trainers = {"ours": train_ours, "transformers": train_transformers}
     result = {}
     for side in SIDES if ours_first else reversed(SIDES):
-        batches = QuestionAnsweringBatches(train_features, recipe.batch_size, seed, length_binning=True)
+        batches = QuestionAnsweringBatches(
+            train_features, recipe.batch_size, recipe.batch_size, seed, length_binning=True
+        )
         seconds = trainers[side](models[side], batches, recipe, steps, seed)
         start_logits, end_logits = predict_logits(models[side], dev_features, progress=False)
         predictions, _, _ = postprocess(dev_examples, dev_features, start_logits, end_logits)
@@ -189,7 +191,9 @@ def time_training(model_dir: Path, train_features, recipe: Recipe, steps: int, r
     fastest = dict.fromkeys(SIDES, float("inf"))
     for _ in range(rounds):
         for side in SIDES:
-            batches = QuestionAnsweringBatches(train_features, recipe.batch_size, 0, length_binning=True)
+            batches = QuestionAnsweringBatches(
+                train_features, recipe.batch_size, recipe.batch_size, 0, length_binning=True
+            )
             fastest[side] = min(fastest[side], trainers[side](models[side], batches, recipe, steps, 0))
     speed = {side: steps * recipe.batch_size / fastest[side] for side in SIDES}
     logging.info("training windows/s, fastest of %d rounds of %d steps: %s", rounds, steps, speed)

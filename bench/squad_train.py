@@ -46,8 +46,8 @@ def benchmark_window_training(
     """Padding waste over an epoch, and windows/s of training steps, of the three batchings (and
     of the binned one through the unpadded encoder)."""
     seq_len = features.input_ids.shape[1]
-    random_trimmed = list(QuestionAnsweringBatches(features, batch_size, seed=0))
-    binned = list(QuestionAnsweringBatches(features, batch_size, seed=0, length_binning=True))
+    random_trimmed = list(QuestionAnsweringBatches(features, batch_size, batch_size, seed=0))
+    binned = list(QuestionAnsweringBatches(features, batch_size, batch_size, seed=0, length_binning=True))
     epochs = {
         "padded_to_max_length": [to_full_length(batch, seq_len) for batch in random_trimmed],
         "random_trimmed": random_trimmed,

@@ -1,16 +1,25 @@
 """Length binning: batches of sequences of similar length, so that a batch cut to its longest
-sequence carries little padding, in an order that still depends only on the seed and the global
-batch size (so the rank split and exact resume hold with binning on).
+sequence carries little padding, in an order that still depends only on the seed, the epoch and
+the global batch size (so any rank split, accumulation and exact resume hold with binning on).
 
-An epoch's order is cut into windows of BIN_WINDOW global batches; each window's rows are sorted by
-length (ties broken at random), cut into global batches, and those batches are served in an order
-shuffled within the window, all drawn from (seed, epoch, window). The pretraining loader
-(bert.pretraining_loader) and SQuAD fine-tuning (bert.finetune) both batch this way.
+An epoch's order is cut into windows of `window_batches(global_batch_size)` global batches; each
+window's rows are sorted by length (ties broken at random), cut into global batches, and those
+batches are served in an order shuffled within the window, all drawn from (seed, epoch, window).
+A global batch is thus a run of sorted rows, and so is each micro-batch cut from it. The pretraining
+loader (bert.pretraining_loader) and SQuAD fine-tuning (bert.finetune) both batch this way.
 """
 
 import numpy as np
 
-BIN_WINDOW = 64  # global batches sorted by length together
+BIN_WINDOW = 64  # global batches sorted by length together, at most ...
+BIN_WINDOW_ROWS = 4096  # ... and at most this many rows (every rank reads a whole window): a
+# global batch of thousands of sequences (BERT-large's 65,536) is a window on its own, sorted
+# into micro-batches of similar length.
+
+
+def window_batches(global_batch_size: int) -> int:
+    """Global batches per binning window (at least 1)."""
+    return max(1, min(BIN_WINDOW, BIN_WINDOW_ROWS // global_batch_size))
 
 
 def bin_by_length(

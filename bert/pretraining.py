@@ -1,11 +1,15 @@
-"""The pretraining objective: the loss function `bert.training.train` calls in the pretraining stages."""
+"""The pretraining objective `bert.training.train` minimises in the pretraining stages: MLM loss,
+a mean over every masked token of the global batch, plus NSP loss, a mean over its sequences."""
 
 import torch
 from torch import nn
 
+from bert.training import Objective
 
-def pretraining_loss(model: nn.Module, batch: dict) -> tuple[torch.Tensor, dict]:
-    """BertForPreTraining's MLM + NSP loss and the stats the pretraining logs show."""
+
+def pretraining_loss(model: nn.Module, batch: dict) -> tuple[dict[str, torch.Tensor], dict]:
+    """BertForPreTraining's MLM and NSP losses (each a mean over the batch's items, see
+    `items_per_term`) and the stats the pretraining logs show."""
     out = model(**batch)
     with torch.no_grad():
         mlm_correct = (out.mlm_logits.argmax(-1) == out.mlm_labels).sum()
@@ -13,11 +17,22 @@ def pretraining_loss(model: nn.Module, batch: dict) -> tuple[torch.Tensor, dict]
         mask = batch["attention_mask"]
         padded_slots = mask.numel() - mask.sum()
     stats = {
-        "mlm_loss": (out.mlm_loss, 1),
-        "nsp_loss": (out.nsp_loss, 1),
         "mlm_accuracy": (mlm_correct, out.mlm_labels.numel()),
         "nsp_accuracy": (nsp_correct, out.nsp_logits.shape[0]),
         # share of the token slots the model ran that held padding (see pretraining_loader)
         "padding_waste": (padded_slots, mask.numel()),
     }
-    return out.loss, stats
+    return {"mlm_loss": out.mlm_loss, "nsp_loss": out.nsp_loss}, stats
+
+
+def items_per_term(batch: dict) -> dict[str, torch.Tensor | int]:
+    """What each loss term averages over, counted from the batch before the forward pass: the
+    masked tokens (a used slot has a position other than 0, as BertForPreTraining reads them) and
+    the sequences."""
+    return {
+        "mlm_loss": (batch["masked_lm_positions"] != 0).sum(),
+        "nsp_loss": len(batch["next_sentence_labels"]),
+    }
+
+
+pretraining_objective = Objective(pretraining_loss, items_per_term)

@@ -1,23 +1,23 @@
 """The pretraining data loader: micro-batches from the HDF5 shards, the same on 1 or N ranks.
 
 Each epoch has one global sample order: the shards in an order shuffled from (seed, epoch), each
-shard's rows in file order (example creation already shuffled the instances). Global micro-batch k
-is rows [k*B*W, (k+1)*B*W) of that order (B = per-rank batch, W = world size); rank r takes its
-contiguous B rows of it, read straight from its part of the shard files. So the data a run sees
-depends only on the seed and the global batch, not on W — which is what lets a checkpoint resume
-on another number of GPUs — and every rank reads a balanced 1/W of every shard.
+shard's rows in file order (example creation already shuffled the instances). Global batch j (one
+optimizer step) is rows [j*G, (j+1)*G) of that order (G = global batch size); rank r takes at
+micro-step m the slice bert.global_batch.micro_slice(m, r, W) of B rows of it (B = micro-batch,
+W = world size), read straight from its part of the shard files. So the rows of every optimizer
+step depend only on the seed, the epoch and the global batch, not on W or the accumulation — which
+is what lets a checkpoint resume on another number of GPUs, exactly.
 
 Each micro-batch is cut to its longest real sequence (input_mask sum), rounded up to a multiple of
 8 for the tensor cores: the model computes the same outputs for the real tokens, and the masked
 positions stay valid, so a phase-2 batch of short pairs costs what it holds, not 512 columns.
-With `length_binning`, global micro-batches are also formed from sequences of similar length
-(bert.binning): a global batch still only depends on the seed and the global batch size, so the
-rank split and exact resume below hold with binning too.
+With `length_binning`, global batches are also formed from sequences of similar length
+(bert.binning), still a function of (seed, epoch, global batch) only, and so are their micro-batches.
 
-The position inside an epoch is "global samples consumed"; `skip_samples` resumes there exactly.
-Shards written with `masking="dynamic"` hold unmasked pairs: the loader masks each piece of a
-batch with bert.masking.mask_batch and an rng seeded from (seed, epoch, shard, first row), so
-masks change every epoch and a resumed run draws the same masks as an uninterrupted one.
+The position inside an epoch is "global samples consumed", a multiple of G; `skip_samples` resumes
+there exactly. Shards written with `masking="dynamic"` hold unmasked pairs: the loader masks each
+piece of a batch with bert.masking.mask_batch and an rng seeded from (seed, epoch, shard, first
+row), so masks change every epoch and a resumed run draws the same masks as an uninterrupted one.
 """
 
 from dataclasses import dataclass
@@ -28,9 +28,10 @@ import numpy as np
 import torch
 from torch.utils.data import DataLoader, Dataset
 
-from bert.binning import BIN_WINDOW, bin_by_length
+from bert.binning import bin_by_length, window_batches
 from bert.errors import UserError
 from bert.examples_format import NAMES, describe_shards
+from bert.global_batch import accumulation_steps, micro_slice
 from bert.masking import mask_batch
 
 PAD_TO_MULTIPLE = 8  # tensor-core friendly widths, and at most S/8 shapes for torch.compile
@@ -63,13 +64,14 @@ class DynamicMasking:
 
 class PretrainingData:
     """Micro-batches (dicts of int64 tensors named as BertForPreTraining.forward's arguments) of
-    one rank; one pass over it is one epoch. `set_epoch` and `skip_samples` are what the
-    training loop calls to follow epochs and to resume."""
+    one rank, `accumulation_steps` per optimizer step; one pass over it is one epoch. `set_epoch`
+    and `skip_samples` are what the training loop calls to follow epochs and to resume."""
 
     def __init__(
         self,
         files: list[str | Path],
-        batch_size: int,
+        global_batch_size: int,
+        micro_batch_size: int,
         seed: int,
         rank: int = 0,
         world_size: int = 1,
@@ -88,21 +90,23 @@ class PretrainingData:
             )
         self.masking = masking if any(dynamic) else None
         self.dynamic = dynamic
-        self.batch_size, self.seed, self.rank, self.world_size = batch_size, seed, rank, world_size
+        self.accumulation_steps = accumulation_steps(global_batch_size, micro_batch_size, world_size)
+        self.global_batch, self.micro_batch = global_batch_size, micro_batch_size
+        self.seed, self.rank, self.world_size = seed, rank, world_size
         self.num_workers, self.pin_memory = num_workers, pin_memory
         self.length_binning = length_binning
-        self.global_batch = batch_size * world_size
-        self.batches_per_epoch = sum(self.sizes) // self.global_batch
+        self.batches_per_epoch = sum(self.sizes) // self.global_batch  # global batches: optimizer steps
         if self.batches_per_epoch == 0:
             raise UserError(
-                f"{len(self.files)} shards hold {sum(self.sizes)} sequences, fewer than one global micro-batch "
-                f"({batch_size} x {world_size} ranks); lower the batch size or create more examples"
+                f"{len(self.files)} shards hold {sum(self.sizes)} sequences, fewer than one global batch "
+                f"({global_batch_size}); lower global_batch_size or create more examples"
             )
         self.epoch = 0
         self._start = 0
 
     def __len__(self) -> int:
-        return self.batches_per_epoch
+        """This rank's micro-batches per epoch."""
+        return self.batches_per_epoch * self.accumulation_steps
 
     def set_epoch(self, epoch: int) -> None:
         self.epoch = epoch
@@ -111,15 +115,15 @@ class PretrainingData:
         """Start the next pass after `samples` global samples of the current epoch."""
         if samples % self.global_batch:
             raise UserError(
-                f"cannot resume at sample {samples} of the epoch with a global micro-batch of {self.global_batch}; "
-                "keep batch_size x grad_accum_steps x world size as it was when the checkpoint was written"
+                f"cannot resume at sample {samples} of the epoch with a global batch of {self.global_batch}; "
+                "keep global_batch_size as it was when the checkpoint was written"
             )
-        self._start = samples // self.global_batch
+        self._start = samples // self.global_batch * self.accumulation_steps
 
     def __iter__(self):
         order = np.random.default_rng([self.seed, self.epoch]).permutation(len(self.files))
         batches = EpochBatches(self, order)
-        sampler = range(self._start, self.batches_per_epoch)
+        sampler = range(self._start, len(self))
         self._start = 0
         loader = DataLoader(
             batches,
@@ -136,7 +140,7 @@ class PretrainingData:
 
 
 class EpochBatches(Dataset):
-    """Batch k of one rank in one epoch; file handles are opened lazily in each worker process."""
+    """Micro-batch k of one rank in one epoch; file handles are opened lazily in each worker process."""
 
     def __init__(self, data: PretrainingData, order: np.ndarray):
         self.data = data
@@ -147,14 +151,16 @@ class EpochBatches(Dataset):
         self.window: tuple | None = None  # (index, sorted rows, batch order) of the last window read
 
     def __len__(self) -> int:
-        return self.data.batches_per_epoch
+        return len(self.data)
 
     def __getitem__(self, k: int) -> dict[str, torch.Tensor]:
         data = self.data
+        step, micro_step = divmod(k, data.accumulation_steps)  # global batch, and micro-step in it
+        offset = micro_slice(micro_step, data.rank, data.world_size) * data.micro_batch
         if data.length_binning:
-            return to_tensors(self._binned_batch(k))
-        first = k * data.global_batch + data.rank * data.batch_size
-        return to_tensors(self._rows(first, first + data.batch_size))
+            return to_tensors(self._binned_batch(step, offset))
+        first = step * data.global_batch + offset
+        return to_tensors(self._rows(first, first + data.micro_batch))
 
     def _rows(self, first: int, end: int) -> dict[str, np.ndarray]:
         """Rows [first, end) of this epoch's global order, read as contiguous pieces of shards."""
@@ -169,22 +175,23 @@ class EpochBatches(Dataset):
             row += count
         return {key: np.concatenate([p[key] for p in pieces]) for key in pieces[0]}
 
-    def _binned_batch(self, k: int) -> dict[str, np.ndarray]:
+    def _binned_batch(self, step: int, offset: int) -> dict[str, np.ndarray]:
         data = self.data
-        window, index = divmod(k, BIN_WINDOW)
+        window, index = divmod(step, window_batches(data.global_batch))
         if self.window is None or self.window[0] != window:
             self.window = (window, *self._read_window(window))
         _, rows, batch_order = self.window
-        first = batch_order[index] * data.global_batch + data.rank * data.batch_size
-        return {key: values[first : first + data.batch_size] for key, values in rows.items()}
+        first = batch_order[index] * data.global_batch + offset
+        return {key: values[first : first + data.micro_batch] for key, values in rows.items()}
 
     def _read_window(self, window: int) -> tuple[dict[str, np.ndarray], np.ndarray]:
         """A window's rows sorted by real length, and the order its global batches are served in.
         Every rank (and worker) reads the whole window: sorting needs all its lengths, and a
         rank's rows are spread over it."""
         data = self.data
-        batches = min(BIN_WINDOW, data.batches_per_epoch - window * BIN_WINDOW)
-        first = window * BIN_WINDOW * data.global_batch
+        size = window_batches(data.global_batch)
+        batches = min(size, data.batches_per_epoch - window * size)
+        first = window * size * data.global_batch
         rows = self._rows(first, first + batches * data.global_batch)
         lengths = rows["input_mask"].sum(axis=1)
         by_length, batch_order = bin_by_length(lengths, batches, data.seed, data.epoch, window)

@@ -1,8 +1,13 @@
 """The training loop every training stage runs (pretraining, SQuAD fine-tuning).
 
-One optimizer step:
-  for each of grad_accum_steps micro-batches: forward under autocast, backward of loss/accum
-      (DDP all-reduces gradients only on the last micro-batch: `no_sync` on the others);
+One optimizer step, on one global batch (bert.global_batch: micro-batch x grad_accum_steps x ranks):
+  count the items each loss term averages over (masked tokens, sequences, ...) in the rank's
+      grad_accum_steps micro-batches, and all-reduce the counts: the global batch's totals;
+  for each micro-batch: forward under autocast, backward of the sum of its loss terms, each
+      weighted by the micro-batch's share of the term's global items (DDP all-reduces gradients
+      only on the last micro-batch: `no_sync` on the others). So each term is the mean over all
+      its items of the global batch, and the gradients do not depend on how the rows are split
+      into micro-batches and ranks;
   unscale (fp16), clip the global gradient norm to grad_clip, optimizer step (skipped when the
   gradients are not finite), scheduler step.
 Every log_every steps the stats are summed over ranks and written to DVCLive under "train/"; every
@@ -34,15 +39,38 @@ from bert.precision import AUTOCAST_DTYPES, allow_tf32, grad_scaler
 
 log = logging.getLogger(__name__)
 
-# loss_fn(model, batch) -> (loss, stats); stats: name -> (total, count), logged as total/count
-# summed over micro-batches and ranks (e.g. "mlm_accuracy": (correct, masked tokens)).
-LossFn = Callable[[nn.Module, dict], tuple[torch.Tensor, dict[str, tuple]]]
+
+@dataclass(frozen=True)
+class Objective:
+    """What `train` minimises: the sum of loss terms, each the mean over its items (masked tokens,
+    sequences, SQuAD windows) of the whole global batch.
+
+    loss(model, batch) -> (terms, stats): terms: name -> the term's mean over the batch's items;
+        stats: name -> (total, count), logged as total/count summed over micro-batches and ranks
+        (e.g. "mlm_accuracy": (correct, masked tokens)).
+    items(batch) -> name -> the batch's number of items of each term, read from the batch alone
+        (it is called on all of a step's micro-batches before their forward passes).
+    Each term is logged under its name, as the mean over the log interval's items, and "loss" is
+    their sum."""
+
+    loss: Callable[[nn.Module, dict], tuple[dict[str, torch.Tensor], dict[str, tuple]]]
+    items: Callable[[dict], dict[str, torch.Tensor | int]]
+
+
+def per_row(loss_fn: Callable[[nn.Module, dict], tuple[torch.Tensor, dict]]) -> Objective:
+    """The Objective of a loss that is a mean over the batch's rows: loss_fn(model, batch) -> (loss, stats)."""
+
+    def loss(model: nn.Module, batch: dict) -> tuple[dict, dict]:
+        value, stats = loss_fn(model, batch)
+        return {"loss": value}, stats
+
+    return Objective(loss, lambda batch: {"loss": _batch_len(batch)})
 
 
 @dataclass
 class TrainConfig:
     max_steps: int
-    grad_accum_steps: int = 1
+    grad_accum_steps: int = 1  # micro-batches per rank and step (bert.global_batch.accumulation_steps)
     precision: str = "fp32"  # fp32 | bf16 | fp16
     grad_clip: float = 1.0  # max global gradient norm; 0 = no clipping
     log_every: int = 10
@@ -65,7 +93,7 @@ class TrainConfig:
 def train(
     model: nn.Module,
     batches: Iterable[dict],
-    loss_fn: LossFn,
+    objective: Objective,
     optimizer: torch.optim.Optimizer,
     scheduler: torch.optim.lr_scheduler.LRScheduler,
     config: TrainConfig,
@@ -73,11 +101,19 @@ def train(
     """Train `model` (already on its device) for config.max_steps optimizer steps and return the
     final figures (also written to config.metrics_file). `batches` yields dicts of tensors (one
     rank's micro-batches); it is iterated again for each epoch, told the epoch through
-    `set_epoch(epoch)` and a resume position through `skip_samples(n)` when it has them. Resumes
+    `set_epoch(epoch)` and a resume position through `skip_samples(n)` when it has them (n: global
+    samples consumed in the epoch, a whole number of global batches for the loaders of this
+    project, whose epochs end on a global batch, so a checkpoint's position holds on any number of
+    ranks). Resumes
     from the newest checkpoint in config.checkpoint_dir when config.resume. For a bit-exact
     resume, `batches` must not draw from torch's global RNG (give a DataLoader a `generator`)."""
     if config.precision not in AUTOCAST_DTYPES:
         raise ValueError(f"precision {config.precision!r}: allowed {', '.join(AUTOCAST_DTYPES)}")
+    data_accumulation = getattr(batches, "accumulation_steps", config.grad_accum_steps)
+    if data_accumulation != config.grad_accum_steps:
+        raise ValueError(
+            f"the data is cut into {data_accumulation} micro-batches per step, the config says {config.grad_accum_steps}"
+        )
     rank, world_size = rank_and_world_size()
     is_main = rank == 0
     device = next(model.parameters()).device
@@ -111,10 +147,17 @@ def train(
     with tqdm(total=config.max_steps, initial=step, disable=not show_progress, desc="train") as progress:
         while step < config.max_steps:
             step_loss = _accumulate_gradients(
-                forward_model, data, loss_fn, scaler, amp_dtype, config.grad_accum_steps, world_size, interval
+                forward_model,
+                data,
+                objective,
+                scaler,
+                amp_dtype,
+                config.grad_accum_steps,
+                world_size,
+                interval,
             )
             mean_loss, norm, skipped = _optimizer_step(
-                model, optimizer, scaler, step_loss, config.grad_clip, config.grad_accum_steps, world_size
+                model, optimizer, scaler, step_loss, config.grad_clip, world_size
             )
             learning_rate = scheduler.get_last_lr()[0]
             scheduler.step()
@@ -242,26 +285,41 @@ def _forward_model(model: nn.Module, world_size: int, compile: bool) -> nn.Modul
 def _accumulate_gradients(
     forward_model: nn.Module,
     data: "_Batches",
-    loss_fn: LossFn,
+    objective: Objective,
     scaler: torch.amp.GradScaler,
     amp_dtype: torch.dtype | None,
     accum_steps: int,
     world_size: int,
     interval: "_Interval",
 ) -> torch.Tensor:
-    """Forward and backward of one step's micro-batches; returns the sum of their losses."""
+    """Forward and backward of one step's micro-batches; returns this rank's share of the step's
+    loss (summed over the ranks: the loss of the global batch)."""
     device = interval.device
+    batches = [next(data) for _ in range(accum_steps)]  # still on the host: counting them is cheap
+    counted = [objective.items(batch) for batch in batches]
+    names = sorted(counted[0])
+    items = torch.tensor([[float(count[name]) for name in names] for count in counted])  # [micro, term]
+    # One small all-reduce: the global batch's items of each term, known before any backward.
+    global_items = all_reduce_sum(items.sum(0).to(device))
+    # A micro-batch term's weight: its share of the term's items in the global batch, times the
+    # world size because DDP averages the ranks' gradients. 1.0 exactly for one micro-batch on one rank.
+    weights = items.to(device) / global_items.clamp(min=1) * world_size
     step_loss = torch.zeros((), device=device)
-    for micro in range(accum_steps):
-        batch = _to_device(next(data), device)
+    for micro, batch in enumerate(batches):
+        batch = _to_device(batch, device)
         last = micro == accum_steps - 1
         sync = contextlib.nullcontext() if last or world_size == 1 else _no_sync(forward_model)
         with sync:
             with torch.autocast(device.type, dtype=amp_dtype, enabled=amp_dtype is not None):
-                loss, stats = loss_fn(forward_model, batch)
-            scaler.scale(loss / accum_steps).backward()
-        step_loss += loss.detach().float()
-        interval.add(loss.detach(), stats, _batch_len(batch))
+                terms, stats = objective.loss(forward_model, batch)
+            # A term without items here (a micro-batch with no masked token) is not a number: left out.
+            loss = sum(terms[name] * weights[micro, t] for t, name in enumerate(names) if items[micro, t] > 0)
+            if torch.is_tensor(loss):
+                scaler.scale(loss).backward()
+                step_loss += loss.detach().float() / world_size
+        stats = {**stats, **{name: (terms[name].detach() * items[micro, t], items[micro, t])
+                             for t, name in enumerate(names) if items[micro, t] > 0}}  # fmt: skip
+        interval.add(names, stats, _batch_len(batch))
     return step_loss
 
 
@@ -271,19 +329,16 @@ def _optimizer_step(
     scaler: torch.amp.GradScaler,
     step_loss: torch.Tensor,
     grad_clip: float,
-    accum_steps: int,
     world_size: int,
 ) -> tuple[float, float, bool]:
-    """Clip and apply the accumulated gradients; returns the step's loss (mean over micro-batches
-    and ranks), the gradient norm and whether the update was skipped for non-finite values."""
+    """Clip and apply the accumulated gradients; returns the step's loss (of the global batch: the
+    ranks' shares summed), the gradient norm and whether the update was skipped for non-finite values."""
     if scaler.is_enabled():
         scaler.unscale_(optimizer)
     max_norm = grad_clip if grad_clip > 0 else math.inf
     grad_norm = torch.nn.utils.clip_grad_norm_(model.parameters(), max_norm)
     # One small all-reduce of the step's loss, so every rank takes the same skip decision.
-    mean_loss, norm = all_reduce_sum(
-        torch.stack([step_loss / accum_steps / world_size, grad_norm.float()])
-    ).tolist()
+    mean_loss, norm = all_reduce_sum(torch.stack([step_loss, grad_norm.float()])).tolist()
     norm /= world_size  # the gradients were all-reduced already: every rank has the same norm
     if scaler.is_enabled():
         scale = scaler.get_scale()
@@ -392,12 +447,15 @@ class _Interval:
 
     def reset(self) -> None:
         self.sums: dict[str, list] = {}
+        self.terms: set[str] = set()
         self.sequences = 0
         self.grad_norms: list[float] = []
         self.learning_rate = 0.0
 
-    def add(self, loss: torch.Tensor, stats: dict, sequences: int) -> None:
-        for name, (total, count) in {"loss": (loss, 1), **stats}.items():
+    def add(self, terms: list[str], stats: dict, sequences: int) -> None:
+        """terms: the names of the loss terms among the stats (their sum is logged as "loss")."""
+        self.terms.update(terms)
+        for name, (total, count) in stats.items():
             total = torch.as_tensor(total, device=self.device).detach().float()
             count = torch.as_tensor(count, device=self.device).float()
             previous = self.sums.get(name)
@@ -417,6 +475,9 @@ class _Interval:
         values.append(torch.tensor(float(self.sequences), device=self.device))
         reduced = all_reduce_sum(torch.stack(values)).tolist()
         figures = {name: reduced[2 * i] / max(reduced[2 * i + 1], 1e-12) for i, name in enumerate(names)}
+        # The loss: each term's mean over all its items of the interval (exactly the optimizer's
+        # objective when an interval is one step), summed.
+        figures["loss"] = sum(figures.get(name, 0.0) for name in sorted(self.terms))
         sequences = int(reduced[-1])
         figures["learning_rate"] = self.learning_rate
         figures["grad_norm"] = sum(self.grad_norms) / len(self.grad_norms) if self.grad_norms else math.nan

@@ -20,7 +20,8 @@ import torch.distributed as dist
 from bert.checkpoints import file_sha256, run_signature
 from bert.distributed import relaunch_under_torchrun, setup_distributed
 from bert.errors import UserError, run_main
-from bert.finetune import QuestionAnsweringBatches, question_answering_loss, steps_for_epochs
+from bert.finetune import QuestionAnsweringBatches, question_answering_objective, steps_for_epochs
+from bert.global_batch import accumulation_steps
 from bert.modeling import BertForQuestionAnswering
 from bert.optim import build_optimizer, warmup_poly_schedule
 from bert.squad.dataset import load_examples
@@ -61,6 +62,9 @@ def init_directory(init: str) -> Path:
 
 def finetune(params, distributed) -> None:
     spec, squad = params.finetune, params.squad
+    accumulation = accumulation_steps(
+        spec.global_batch_size, spec.micro_batch_size, distributed.world_size, params="finetune."
+    )
     source = init_directory(spec.init)
     tokenizer, lower_case = load_tokenizer_from_dir(source, params.vocab.lower_case)
     vocab_size = tokenizer.get_vocab_size()
@@ -90,22 +94,25 @@ def finetune(params, distributed) -> None:
         progress=distributed.is_main,
     )
     batches = QuestionAnsweringBatches(
-        features, spec.batch_size, spec.seed, distributed.rank, distributed.world_size, spec.length_binning
+        features,
+        spec.global_batch_size,
+        spec.micro_batch_size,
+        spec.seed,
+        distributed.rank,
+        distributed.world_size,
+        spec.length_binning,
     )
-    max_steps = steps_for_epochs(
-        len(features), spec.epochs, spec.batch_size, spec.grad_accum_steps, distributed.world_size
-    )
+    max_steps = steps_for_epochs(len(features), spec.epochs, spec.global_batch_size)
     optimizer = build_optimizer(model, "adamw", spec.learning_rate, spec.weight_decay, fused=True)
     scheduler = warmup_poly_schedule(
         optimizer, round(spec.warmup_proportion * max_steps), max_steps, power=1.0
     )
-    global_batch = spec.batch_size * spec.grad_accum_steps * distributed.world_size
     if distributed.is_main:
         log.info(
             "init=%s (%s, %.1fM parameters), %d questions -> %d windows, global batch %d = %d x %d accum x %d ranks, "
             "%g epochs = %d steps",
-            spec.init, source, model.num_parameters() / 1e6, len(examples), len(features), global_batch,
-            spec.batch_size, spec.grad_accum_steps, distributed.world_size, spec.epochs, max_steps,
+            spec.init, source, model.num_parameters() / 1e6, len(examples), len(features), spec.global_batch_size,
+            spec.micro_batch_size, accumulation, distributed.world_size, spec.epochs, max_steps,
         )  # fmt: skip
         log.info(
             "batches cut to their longest window%s; encoder on %s",
@@ -114,7 +121,7 @@ def finetune(params, distributed) -> None:
         )
     config = TrainConfig(
         max_steps=max_steps,
-        grad_accum_steps=spec.grad_accum_steps,
+        grad_accum_steps=accumulation,
         precision=spec.precision,
         grad_clip=1.0,
         log_every=spec.log_every,
@@ -124,16 +131,16 @@ def finetune(params, distributed) -> None:
         seed=spec.seed,
         live_dir=Path("dvclive/finetune_squad"),
         metrics_file=Path("metrics/finetune_squad.json"),
-        run_signature=signature(params, source, global_batch),
+        run_signature=signature(params, source),
         execution={"unpad": spec.unpad},
     )
-    train(model, batches, question_answering_loss, optimizer, scheduler, config)
+    train(model, batches, question_answering_objective, optimizer, scheduler, config)
     if distributed.is_main:
         model.save_pretrained(OUT_DIR, vocab_file=source / "vocab.txt", lower_case=lower_case)
         log.info("wrote %s", OUT_DIR)
 
 
-def signature(params, source: Path, global_batch: int) -> str:
+def signature(params, source: Path) -> str:
     """What makes a checkpoint belong to this run (not the world size: resuming elsewhere is fine)."""
     spec, squad = params.finetune, params.squad
     # Contents, not mtimes (a `dvc checkout` changes those): new initial weights of the same shape,
@@ -144,7 +151,7 @@ def signature(params, source: Path, global_batch: int) -> str:
         "files": [(p.name, file_sha256(p)) for p in files],
         "squad": [squad.max_seq_length, squad.doc_stride, squad.max_query_length],
         "optimizer": [spec.learning_rate, spec.warmup_proportion, spec.weight_decay, spec.epochs, spec.seed],
-        "global_batch": global_batch,
+        "global_batch": spec.global_batch_size,
         "length_binning": spec.length_binning,
     }
     return run_signature(described)

@@ -137,8 +137,8 @@ class Model:
 @dataclass
 class PretrainPhase:
     max_steps: Count
-    batch_size: Count
-    grad_accum_steps: Count
+    global_batch_size: Count  # sequences per optimizer step, over all GPUs and accumulation steps
+    micro_batch_size: Count  # per GPU and forward pass; accumulation = global / (micro x GPUs)
     learning_rate: LearningRate
     warmup_proportion: Share
     weight_decay: WeightDecay
@@ -198,9 +198,9 @@ class Squad:
 class Finetune:
     init: str  # phase2 | random | a key of `weights`
     epochs: Annotated[float, Range(0, low_open=True)]
-    batch_size: Count
+    global_batch_size: Count  # windows per optimizer step, over all GPUs and accumulation steps
+    micro_batch_size: Count  # per GPU and forward pass
     learning_rate: LearningRate
-    grad_accum_steps: Count
     warmup_proportion: Share
     weight_decay: WeightDecay
     precision: Precision

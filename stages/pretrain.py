@@ -17,9 +17,10 @@ import torch.distributed as dist
 from bert.checkpoints import UNREADABLE, file_sha256, list_checkpoints, load_checkpoint, run_signature
 from bert.distributed import relaunch_under_torchrun, setup_distributed
 from bert.errors import UserError, run_main
+from bert.global_batch import accumulation_steps
 from bert.modeling import BertConfig, BertForPreTraining
 from bert.optim import build_optimizer, warmup_poly_schedule
-from bert.pretraining import pretraining_loss
+from bert.pretraining import pretraining_objective
 from bert.pretraining_loader import DynamicMasking, PretrainingData
 from bert.training import TrainConfig, train
 from stages.params import load_params
@@ -48,6 +49,9 @@ def main() -> None:
 def pretrain(params, phase: str, distributed) -> None:
     spec = getattr(params.pretrain, phase)
     examples = getattr(params.examples, phase)
+    accumulation = accumulation_steps(
+        spec.global_batch_size, spec.micro_batch_size, distributed.world_size, params=f"pretrain.{phase}."
+    )
     vocab_file = Path("data/vocab/vocab.txt")
     if not vocab_file.is_file():
         raise UserError(f"{vocab_file}: not found; run the `vocab` stage first")
@@ -96,7 +100,8 @@ def pretrain(params, phase: str, distributed) -> None:
         )
     data = PretrainingData(
         shards,
-        batch_size=spec.batch_size,
+        global_batch_size=spec.global_batch_size,
+        micro_batch_size=spec.micro_batch_size,
         seed=params.seed,
         rank=distributed.rank,
         world_size=distributed.world_size,
@@ -105,12 +110,11 @@ def pretrain(params, phase: str, distributed) -> None:
         masking=masking,
         length_binning=length_binning,
     )
-    global_batch = spec.batch_size * spec.grad_accum_steps * distributed.world_size
     if distributed.is_main:
         log.info(
             "%s: %s (%.1fM parameters), %d shards / %d sequences, global batch %d = %d x %d accum x %d ranks, %d steps",
             phase, params.model.size, model.num_parameters() / 1e6, len(shards), sum(data.sizes),
-            global_batch, spec.batch_size, spec.grad_accum_steps, distributed.world_size, spec.max_steps,
+            spec.global_batch_size, spec.micro_batch_size, accumulation, distributed.world_size, spec.max_steps,
         )  # fmt: skip
         log.info(
             "batches cut to their longest sequence%s; encoder on %s",
@@ -119,7 +123,7 @@ def pretrain(params, phase: str, distributed) -> None:
         )
     config = TrainConfig(
         max_steps=spec.max_steps,
-        grad_accum_steps=spec.grad_accum_steps,
+        grad_accum_steps=accumulation,
         precision=params.pretrain.precision,
         grad_clip=params.pretrain.grad_clip,
         log_every=params.pretrain.log_every,
@@ -132,14 +136,14 @@ def pretrain(params, phase: str, distributed) -> None:
         seed=params.seed,
         live_dir=Path(f"dvclive/pretrain_{phase}"),
         metrics_file=Path(f"metrics/pretrain_{phase}.json"),
-        run_signature=_signature(params, phase, global_batch, shards, length_binning),
+        run_signature=_signature(params, phase, shards, length_binning),
         execution={
             "unpad": unpad,
             "use_apex": params.pretrain.use_apex,
             "data_workers": params.pretrain.data_workers,
         },
     )
-    train(model, data, pretraining_loss, optimizer, scheduler, config)
+    train(model, data, pretraining_objective, optimizer, scheduler, config)
     if distributed.is_main:
         model.save_pretrained(
             f"data/models/{phase}", vocab_file=vocab_file, lower_case=params.vocab.lower_case
@@ -147,9 +151,10 @@ def pretrain(params, phase: str, distributed) -> None:
         log.info("wrote data/models/%s", phase)
 
 
-def _signature(params, phase: str, global_batch: int, shards: list[Path], length_binning: bool) -> str:
+def _signature(params, phase: str, shards: list[Path], length_binning: bool) -> str:
     """What makes a checkpoint belong to this run. Not the world size or the split of the global
-    batch into per-device batch x accumulation: resuming on other hardware is allowed."""
+    batch into micro-batch x accumulation: resuming on other hardware is allowed, and sees the rows
+    the uninterrupted run would have seen (bert.global_batch)."""
     spec = getattr(params.pretrain, phase)
     described = {
         "phase": phase,
@@ -160,7 +165,7 @@ def _signature(params, phase: str, global_batch: int, shards: list[Path], length
         "weight_decay": spec.weight_decay,
         "grad_clip": params.pretrain.grad_clip,
         "max_steps": spec.max_steps,
-        "global_batch": global_batch,
+        "global_batch": spec.global_batch_size,
         "seed": params.seed,
         "masking": params.examples.masking,
         "shards": [(p.name, p.stat().st_size) for p in shards],

@@ -7,7 +7,7 @@ from torch import nn
 
 from bert.distributed import setup_distributed
 from bert.optim import build_optimizer, warmup_poly_schedule
-from bert.training import TrainConfig, train
+from bert.training import TrainConfig, per_row, train
 
 
 def main() -> None:
@@ -24,7 +24,7 @@ def main() -> None:
             raise RuntimeError(f"rank {distributed.rank} failed on purpose at step 3")
         return model(batch["x"]).pow(2).mean(), {}
 
-    train(model, batches, loss_fn, optimizer, scheduler, TrainConfig(max_steps=50, progress=False))
+    train(model, batches, per_row(loss_fn), optimizer, scheduler, TrainConfig(max_steps=50, progress=False))
 
 
 if __name__ == "__main__":

@@ -5,6 +5,7 @@ from pathlib import Path
 import h5py
 import numpy as np
 
+from bert.masking import mask_batch
 from bert.modeling import BertConfig, BertForPreTraining
 
 VOCAB = (
@@ -28,8 +29,12 @@ def write_shard(
     seed: int,
     dynamic: bool = False,
     min_length: int | None = None,
+    drawn_masks: bool = False,
 ) -> Path:
-    """Rows of random real length in [min_length (default seq_len // 2), seq_len], then padding."""
+    """Rows of random real length in [min_length (default seq_len // 2), seq_len], then padding.
+    Static masks: exactly max_pred tokens per row, or with `drawn_masks` drawn as the examples
+    stage draws them (bert.masking, masked_lm_prob 0.15: rows of different lengths mask different
+    numbers of tokens, as real shards do)."""
     rng = np.random.default_rng(seed)
     input_ids = np.zeros((rows, seq_len), np.int32)
     input_mask = np.zeros((rows, seq_len), np.int8)
@@ -44,7 +49,7 @@ def write_shard(
         input_ids[r, :length] = tokens
         input_mask[r, :length] = 1
         segment_ids[r, split + 1 : length] = 1
-        if not dynamic:
+        if not dynamic and not drawn_masks:
             maskable = [i for i in range(1, length - 1) if i != split]
             # every row masks max_pred tokens: a batch's mean MLM loss is then the mean of its
             # halves' means, so 1 rank x 8 and 2 ranks x 4 agree exactly (see docs/operations.md)
@@ -52,6 +57,11 @@ def write_shard(
             positions[r, : len(chosen)] = chosen
             labels[r, : len(chosen)] = input_ids[r, chosen]
             input_ids[r, chosen] = MASK
+    if drawn_masks and not dynamic:
+        candidate = (input_mask == 1) & ~np.isin(input_ids, (CLS, SEP))
+        input_ids, positions, labels = mask_batch(
+            input_ids, candidate, None, 0.15, max_pred, len(VOCAB), MASK, rng
+        )
     with h5py.File(path, "w") as f:
         for name, data in [
             ("input_ids", input_ids),
@@ -67,11 +77,19 @@ def write_shard(
 
 
 def write_shards(
-    directory: Path, sizes=(40, 24, 33), seq_len=16, max_pred=3, dynamic=False, min_length=None
+    directory: Path,
+    sizes=(40, 24, 33),
+    seq_len=16,
+    max_pred=3,
+    dynamic=False,
+    min_length=None,
+    drawn_masks=False,
 ) -> list[Path]:
     directory.mkdir(parents=True, exist_ok=True)
     return [
-        write_shard(directory / f"part-{i:05d}.hdf5", n, seq_len, max_pred, 100 + i, dynamic, min_length)
+        write_shard(
+            directory / f"part-{i:05d}.hdf5", n, seq_len, max_pred, 100 + i, dynamic, min_length, drawn_masks
+        )
         for i, n in enumerate(sizes)
     ]
 

@@ -49,12 +49,18 @@ def _save(root: Path, params: dict) -> None:
     (root / "params.yaml").write_text(yaml.safe_dump(params), encoding="utf-8")
 
 
-def make_workspace(root: Path, nproc: int = 1, batch_size: int = 8, **pretrain) -> Path:
+def make_workspace(root: Path, nproc: int = 1, micro_batch_size: int = 8, **pretrain) -> Path:
+    """Shards with masks drawn as the examples stage draws them; global batch 8 in both phases."""
     config = dict(vocab_size=len(VOCAB), hidden_size=16, num_hidden_layers=1, num_attention_heads=2, intermediate_size=32,
                   max_position_embeddings=32, hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0)  # fmt: skip
     root.mkdir(parents=True, exist_ok=True)
     (root / "model.json").write_text(json.dumps(config))
-    phase = {"max_steps": 8, "batch_size": batch_size, "learning_rate": 0.02}
+    phase = {
+        "max_steps": 8,
+        "global_batch_size": 8,
+        "micro_batch_size": micro_batch_size,
+        "learning_rate": 0.02,
+    }
     write_params(
         root,
         {
@@ -73,8 +79,8 @@ def make_workspace(root: Path, nproc: int = 1, batch_size: int = 8, **pretrain) 
     )
     (root / "data/vocab").mkdir(parents=True)
     write_vocab(root / "data/vocab/vocab.txt")
-    write_shards(root / "data/examples/phase1", sizes=(40, 24, 33), seq_len=16, max_pred=3)
-    write_shards(root / "data/examples/phase2", sizes=(20, 30), seq_len=24, max_pred=4)
+    write_shards(root / "data/examples/phase1", sizes=(40, 24, 33), seq_len=16, max_pred=3, drawn_masks=True)
+    write_shards(root / "data/examples/phase2", sizes=(20, 30), seq_len=24, max_pred=4, drawn_masks=True)
     return root
 
 

@@ -130,7 +130,7 @@ def finetune_project(train) -> Callable[[Path], None]:
     """A tiny random BERT as data/weights/phase2 and `train` as data/squad/train.json."""
 
     def build(root: Path) -> None:
-        set_params(root, {"finetune.init": "phase2", "finetune.epochs": 1, "finetune.batch_size": 2,
+        set_params(root, {"finetune.init": "phase2", "finetune.epochs": 1, "finetune.global_batch_size": 2, "finetune.micro_batch_size": 2,
                           "squad.max_seq_length": 32, "squad.doc_stride": 16, "squad.max_query_length": 8})  # fmt: skip
         write_json(root, "data/squad/train.json", train)
         torch.manual_seed(0)

@@ -10,6 +10,9 @@ import torch
 from bert.checkpoints import list_checkpoints, load_checkpoint
 from bert.distributed import relaunch_under_torchrun, torchrun_command
 from bert.errors import UserError
+from bert.pretraining_loader import PretrainingData
+from tests.ddp_train_worker import train_tiny
+from tests.shard_fixtures import write_shards
 from tests.stage_workspace import REPO, make_workspace, run_stage, set_params
 
 
@@ -24,8 +27,9 @@ def final_weights(root, phase="phase1"):
 
 @pytest.mark.slow
 def test_two_ranks_match_one_rank_and_resume_across_world_sizes(tmp_path):
-    one = make_workspace(tmp_path / "one", nproc=1, batch_size=8)
-    two = make_workspace(tmp_path / "two", nproc=2, batch_size=4)
+    """Global batch 8, length binning on, masks drawn as the examples stage draws them."""
+    one = make_workspace(tmp_path / "one", nproc=1, micro_batch_size=8)
+    two = make_workspace(tmp_path / "two", nproc=2, micro_batch_size=4)
     results = [run_stage(root, "stages.pretrain", "phase1") for root in (one, two)]
     for result in results:
         assert result.returncode == 0, result.stderr[-3000:]
@@ -45,7 +49,7 @@ def test_two_ranks_match_one_rank_and_resume_across_world_sizes(tmp_path):
     shutil.copytree(one, moved)
     newest = moved / "data/checkpoints/phase1/step-00000008.pt"
     newest.write_bytes(newest.read_bytes()[:2000])
-    set_params(moved, {"distributed.nproc_per_node": 2, "pretrain.phase1.batch_size": 4})
+    set_params(moved, {"distributed.nproc_per_node": 2, "pretrain.phase1.micro_batch_size": 4})
     result = run_stage(moved, "stages.pretrain", "phase1")
     assert result.returncode == 0, result.stderr[-3000:]
     assert result.stderr.count("step-00000008.pt: unreadable") == 1  # rank 0 decides, once
@@ -54,6 +58,55 @@ def test_two_ranks_match_one_rank_and_resume_across_world_sizes(tmp_path):
     for name, value in final_weights(moved).items():
         torch.testing.assert_close(value, weights_one[name], atol=1e-5, rtol=1e-4)
     assert loss_curve(moved) == pytest.approx(curve_one, rel=1e-5)
+
+    # and the other way: the two ranks' step-4 checkpoint on one rank, 4 x 2 accumulation steps
+    back = tmp_path / "back"
+    shutil.copytree(two, back)
+    (back / "data/checkpoints/phase1/step-00000008.pt").unlink()
+    set_params(back, {"distributed.nproc_per_node": 1, "pretrain.phase1.micro_batch_size": 4})
+    result = run_stage(back, "stages.pretrain", "phase1")
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert (
+        "resumed from step 4" in result.stderr and "global batch 8 = 4 x 2 accum x 1 ranks" in result.stderr
+    )
+    for name, value in final_weights(back).items():
+        torch.testing.assert_close(value, weights_one[name], atol=1e-5, rtol=1e-4)
+    assert loss_curve(back) == pytest.approx(curve_one, rel=1e-5)
+
+
+def test_token_weighted_loss_makes_two_ranks_and_accumulation_equal_one_big_batch(tmp_path):
+    """Masks drawn as the examples stage draws them: rows mask 1 to 5 tokens, so the halves of a
+    global batch hold different numbers of masked tokens. The MLM loss of a step is the mean over
+    all of them whatever the split: 1 x 16 == 1 x 8 x 2 accumulation == 2 ranks x 8 == 2 x 4 x 2."""
+    folder = tmp_path / "shards"
+    shards = write_shards(folder, sizes=(40, 33), seq_len=32, max_pred=5, min_length=6, drawn_masks=True)
+    halves = PretrainingData(shards, 16, 8, seed=3, length_binning=True)
+    counts = [int((batch["masked_lm_positions"] != 0).sum()) for batch in halves]
+    assert any(a != b for a, b in zip(counts[::2], counts[1::2]))  # a per-half mean would differ
+
+    command = torchrun_command(
+        ["tests.ddp_train_worker", str(folder), "16", "8", str(tmp_path / "2x8.pt"), "4", str(tmp_path / "2x4x2.pt")],
+        2, 1, f"localhost:{29733 + os.getpid() % 200}",
+    )  # fmt: skip
+    ranks = subprocess.Popen(
+        command, cwd=REPO, env=_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+    )
+    reference, reference_summary = train_tiny(shards, 16, 16)  # meanwhile, in this process
+    results = {"1x8x2": train_tiny(shards, 16, 8)}
+    _, stderr = ranks.communicate(timeout=240)
+    assert ranks.returncode == 0, stderr[-3000:]
+    for name in ("2x8", "2x4x2"):
+        saved = torch.load(tmp_path / f"{name}.pt", weights_only=False)
+        results[name] = saved["weights"], saved["summary"]
+    for name, (weights, summary) in results.items():
+        for key in ("first_loss", "loss", "mlm_loss", "nsp_loss", "mlm_accuracy"):
+            assert summary[key] == pytest.approx(reference_summary[key], rel=1e-6), (name, key)
+        for key, value in reference.items():
+            torch.testing.assert_close(weights[key], value, atol=1e-6, rtol=1e-5, msg=f"{name} {key}")
+    # the logged loss is its terms' sum, each a mean over all its items of the step (log_every 1)
+    assert reference_summary["loss"] == pytest.approx(
+        reference_summary["mlm_loss"] + reference_summary["nsp_loss"]
+    )
 
 
 def test_failing_rank_fails_the_whole_job_without_hanging():

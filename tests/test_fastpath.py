@@ -51,7 +51,9 @@ def waste(data) -> float:
 
 @pytest.mark.parametrize("binning", [False, True])
 def test_batches_are_cut_to_their_longest_sequence(varied_shards, binning):
-    for batch in PretrainingData(varied_shards, batch_size=8, seed=1, length_binning=binning):
+    for batch in PretrainingData(
+        varied_shards, global_batch_size=8, micro_batch_size=8, seed=1, length_binning=binning
+    ):
         width = batch["input_ids"].shape[1]
         longest = int(batch["attention_mask"].sum(1).max())
         assert width % PAD_TO_MULTIPLE == 0 or width == SEQ_LEN
@@ -61,23 +63,35 @@ def test_batches_are_cut_to_their_longest_sequence(varied_shards, binning):
 
 
 def test_binning_serves_every_row_once_in_a_seeded_order_with_less_padding(varied_shards):
-    plain = PretrainingData(varied_shards, batch_size=8, seed=1)
-    binned = PretrainingData(varied_shards, batch_size=8, seed=1, length_binning=True)
+    plain = PretrainingData(varied_shards, global_batch_size=8, micro_batch_size=8, seed=1)
+    binned = PretrainingData(
+        varied_shards, global_batch_size=8, micro_batch_size=8, seed=1, length_binning=True
+    )
     assert len(binned) == len(plain) == 370 // 8
     assert sorted(rows_of(binned)) == sorted(rows_of(plain))  # the same rows, each once per epoch
     assert rows_of(binned) != rows_of(plain)
-    assert rows_of(binned) == rows_of(PretrainingData(varied_shards, 8, seed=1, length_binning=True))
+    assert rows_of(binned) == rows_of(PretrainingData(varied_shards, 8, 8, seed=1, length_binning=True))
     binned.set_epoch(1)
-    assert rows_of(binned) != rows_of(PretrainingData(varied_shards, 8, seed=1, length_binning=True))
+    assert rows_of(binned) != rows_of(PretrainingData(varied_shards, 8, 8, seed=1, length_binning=True))
     binned.set_epoch(0)
     assert waste(binned) < waste(plain) / 3
     assert 0.3 < waste(plain) < 0.6
 
 
 def test_binning_keeps_the_rank_split_and_exact_resume(varied_shards):
-    whole = PretrainingData(varied_shards, batch_size=8, seed=3, length_binning=True, num_workers=2)
+    whole = PretrainingData(
+        varied_shards, global_batch_size=8, micro_batch_size=8, seed=3, length_binning=True, num_workers=2
+    )
     halves = [
-        PretrainingData(varied_shards, batch_size=4, seed=3, rank=r, world_size=2, length_binning=True)
+        PretrainingData(
+            varied_shards,
+            global_batch_size=8,
+            micro_batch_size=4,
+            seed=3,
+            rank=r,
+            world_size=2,
+            length_binning=True,
+        )
         for r in range(2)
     ]
     batches = list(whole)
@@ -93,14 +107,14 @@ def test_binning_keeps_the_rank_split_and_exact_resume(varied_shards):
 
 def test_binning_windows_cover_a_long_epoch(tmp_path):
     shards = write_shards(tmp_path, sizes=(700, 500), seq_len=16, max_pred=2, min_length=6)
-    data = PretrainingData(shards, batch_size=8, seed=0, length_binning=True)
+    data = PretrainingData(shards, global_batch_size=8, micro_batch_size=8, seed=0, length_binning=True)
     assert len(data) > BIN_WINDOW  # two windows, the second one short
-    plain = PretrainingData(shards, batch_size=8, seed=0)
+    plain = PretrainingData(shards, global_batch_size=8, micro_batch_size=8, seed=0)
     assert sorted(rows_of(data)) == sorted(rows_of(plain))
     data.skip_samples((BIN_WINDOW + 2) * 8)
     assert (
         rows_of(data)
-        == rows_of(PretrainingData(shards, 8, seed=0, length_binning=True))[(BIN_WINDOW + 2) * 8 :]
+        == rows_of(PretrainingData(shards, 8, 8, seed=0, length_binning=True))[(BIN_WINDOW + 2) * 8 :]
     )
 
 
@@ -108,7 +122,9 @@ def test_binning_with_dynamic_masking(tmp_path):
     pytest.importorskip("bert.masking")
     shards = write_shards(tmp_path / "s", sizes=(60, 50), seq_len=32, max_pred=3, dynamic=True, min_length=6)
     masking = DynamicMasking.from_vocab(write_vocab(tmp_path / "vocab.txt"), 0.15, 3, whole_word_mask=False)
-    data = PretrainingData(shards, batch_size=8, seed=5, masking=masking, length_binning=True)
+    data = PretrainingData(
+        shards, global_batch_size=8, micro_batch_size=8, seed=5, masking=masking, length_binning=True
+    )
     first = list(data)
     assert [b["input_ids"].tolist() for b in first] == [b["input_ids"].tolist() for b in data]
     for batch in first:

@@ -52,12 +52,12 @@ runpy.run_module(module, run_name="__main__", alter_sys=True)
 
 # 0.1 s more per training step: 24 steps take seconds, so a kill lands between checkpoints.
 SLOW_STEPS = """
-import bert.pretraining
+import dataclasses, bert.pretraining
 _loss = bert.pretraining.pretraining_loss
 def pretraining_loss(model, batch):
     time.sleep(0.1)
     return _loss(model, batch)
-bert.pretraining.pretraining_loss = pretraining_loss
+bert.pretraining.pretraining_objective = dataclasses.replace(bert.pretraining.pretraining_objective, loss=pretraining_loss)
 """
 
 # The checkpoint of step 12 reaches its file in 8 KiB pieces, 0.2 s apart.

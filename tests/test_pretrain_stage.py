@@ -53,3 +53,13 @@ def test_bad_phase_is_one_clear_line(tmp_path):
     result = run_stage(make_workspace(tmp_path), "stages.pretrain", "phase3")
     assert result.returncode == 1
     assert result.stderr.strip().splitlines()[-1] == "error: usage: python -m stages.pretrain phase1|phase2"
+
+
+def test_a_global_batch_that_does_not_split_is_one_line_naming_the_params(tmp_path):
+    root = make_workspace(tmp_path, micro_batch_size=3)  # global batch 8
+    result = run_stage(root, "stages.pretrain", "phase1")
+    assert result.returncode == 1
+    assert result.stderr.strip().splitlines()[-1] == (
+        "error: params.yaml: pretrain.phase1.global_batch_size 8 is not a multiple of "
+        "pretrain.phase1.micro_batch_size 3 x world size 1 (= 3); change one of them so that it divides exactly"
+    )

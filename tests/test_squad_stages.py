@@ -29,7 +29,14 @@ def subset(source: Path, target: Path, articles: int) -> None:
 def make_project(root: Path, vocab_file: Path, version: str) -> Path:
     root.mkdir(parents=True)
     squad = {"version": version, "max_seq_length": 64, "doc_stride": 32, "max_query_length": 16}
-    finetune = {"init": "phase2", "epochs": 1, "batch_size": 4, "log_every": 1, "save_every": 2}
+    finetune = {
+        "init": "phase2",
+        "epochs": 1,
+        "global_batch_size": 4,
+        "micro_batch_size": 4,
+        "log_every": 1,
+        "save_every": 2,
+    }
     benchmark = {"batch_size": 2, "seq_length": 32, "warmup_steps": 0, "steps": 2, "dev_windows": 16}
     write_params(root, {**{f"squad.{key}": value for key, value in squad.items()},
                         **{f"finetune.{key}": value for key, value in finetune.items()},
@@ -168,8 +175,8 @@ def test_batches_split_ranks_reshuffle_epochs_and_resume():
     def rows(batches):
         return [sorted((b["input_ids"][:, 0] // 100).tolist()) for b in batches]
 
-    alone = QuestionAnsweringBatches(features, batch_size=4, seed=1)
-    ranks = [QuestionAnsweringBatches(features, batch_size=2, seed=1, rank=r, world_size=2) for r in (0, 1)]
+    alone = QuestionAnsweringBatches(features, global_batch_size=4, micro_batch_size=4, seed=1)
+    ranks = [QuestionAnsweringBatches(features, 4, 2, seed=1, rank=r, world_size=2) for r in (0, 1)]
     assert len(alone) == len(ranks[0]) == 5  # 23 windows: five global batches of 4, three left out
     together = [sorted(a + b) for a, b in zip(rows(ranks[0]), rows(ranks[1]))]
     assert together == rows(alone)  # the two ranks share out exactly the single process's batches
@@ -179,9 +186,10 @@ def test_batches_split_ranks_reshuffle_epochs_and_resume():
     alone.set_epoch(0)
     alone.skip_samples(8)  # resume after two global batches
     assert rows(alone) == first_epoch[2:]
-    for batch in QuestionAnsweringBatches(features, batch_size=4, seed=1):
+    for batch in QuestionAnsweringBatches(features, global_batch_size=4, micro_batch_size=4, seed=1):
         assert batch["input_ids"].shape[1] == batch["attention_mask"].sum(1).max()  # cut to the longest
-    assert steps_for_epochs(23, epochs=2, batch_size=4, grad_accum_steps=3, world_size=1) == 4
+    assert steps_for_epochs(23, epochs=2, global_batch_size=12) == 2  # one global batch of 12 per epoch
+    assert steps_for_epochs(23, epochs=0.5, global_batch_size=4) == 3  # 5 per epoch, rounded up
 
 
 def test_prediction_runs_longest_first_in_trimmed_batches_and_keeps_the_order():
@@ -239,8 +247,8 @@ def test_length_binned_batches_cover_each_window_once_with_less_padding_and_resu
     g = torch.Generator().manual_seed(3)
     features = _windows((20 + torch.randint(0, 360, (1000,), generator=g)).tolist(), seq=384)
 
-    def batches(batch_size: int = 8, **kwargs) -> list[dict]:
-        return list(QuestionAnsweringBatches(features, batch_size=batch_size, seed=5, **kwargs))
+    def batches(micro_batch_size: int = 8, **kwargs) -> list[dict]:
+        return list(QuestionAnsweringBatches(features, 8, micro_batch_size, seed=5, **kwargs))
 
     def rows(batches: list[dict]) -> list[list[int]]:
         return [sorted((b["input_ids"][:, 0] - 1000).tolist()) for b in batches]
@@ -251,9 +259,9 @@ def test_length_binned_batches_cover_each_window_once_with_less_padding_and_resu
     print(f"padding: binned {padding_waste(binned):.3f}, random batches {padding_waste(plain):.3f}")
     assert padding_waste(binned) < 0.05 < 0.3 < padding_waste(plain)
     assert rows(binned) == rows(batches(length_binning=True))  # seeded
-    two_ranks = [batches(batch_size=4, length_binning=True, rank=r, world_size=2) for r in (0, 1)]
+    two_ranks = [batches(micro_batch_size=4, length_binning=True, rank=r, world_size=2) for r in (0, 1)]
     assert [sorted(a + b) for a, b in zip(rows(two_ranks[0]), rows(two_ranks[1]))] == rows(binned)
-    resumed = QuestionAnsweringBatches(features, batch_size=8, seed=5, length_binning=True)
+    resumed = QuestionAnsweringBatches(features, 8, 8, seed=5, length_binning=True)
     resumed.skip_samples(8 * 70)  # inside the second binning window
     assert rows(list(resumed)) == rows(binned)[70:]
     resumed.set_epoch(1)

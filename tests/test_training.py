@@ -9,9 +9,9 @@ from torch import nn
 from bert.checkpoints import list_checkpoints, save_checkpoint
 from bert.errors import UserError
 from bert.optim import build_optimizer, warmup_poly_schedule
-from bert.pretraining import pretraining_loss
+from bert.pretraining import pretraining_objective
 from bert.pretraining_loader import DynamicMasking, PretrainingData
-from bert.training import TrainConfig, train, truncate_live_history
+from bert.training import TrainConfig, per_row, train, truncate_live_history
 from tests.shard_fixtures import tiny_model, write_shard, write_shards, write_vocab
 
 torch.set_num_threads(1)
@@ -21,7 +21,7 @@ def pretrain(tmp_path, shards, max_steps, total_steps=8, workers=0, resume=True,
     model = tiny_model(seed=0, dropout=dropout)
     optimizer = build_optimizer(model, "lamb", 5e-3, 0.01)
     scheduler = warmup_poly_schedule(optimizer, 2, total_steps, power=0.5)
-    data = PretrainingData(shards, batch_size=8, seed=7, num_workers=workers)
+    data = PretrainingData(shards, global_batch_size=8, micro_batch_size=8, seed=7, num_workers=workers)
     settings = dict(
         max_steps=max_steps,
         save_every=3,
@@ -35,7 +35,7 @@ def pretrain(tmp_path, shards, max_steps, total_steps=8, workers=0, resume=True,
         progress=False,
     )
     config = TrainConfig(**{**settings, **overrides})
-    summary = train(model, data, pretraining_loss, optimizer, scheduler, config)
+    summary = train(model, data, pretraining_objective, optimizer, scheduler, config)
     return model, summary
 
 
@@ -181,11 +181,11 @@ def test_learns_on_repeated_batches(tmp_path, device, precision):
     model = tiny_model(seed=0, dropout=0.0).to(device)
     optimizer = build_optimizer(model, "lamb", 1e-1, 0.01)
     scheduler = warmup_poly_schedule(optimizer, 5, 80)
-    data = PretrainingData(shards, batch_size=16, seed=0)
+    data = PretrainingData(shards, global_batch_size=16, micro_batch_size=16, seed=0)
     summary = train(
         model,
         data,
-        pretraining_loss,
+        pretraining_objective,
         optimizer,
         scheduler,
         TrainConfig(max_steps=80, log_every=10, precision=precision, progress=False),
@@ -223,7 +223,7 @@ def test_accumulation_equals_large_batch(optimizer_name):
         train(
             model,
             batches,
-            mse,
+            per_row(mse),
             optimizer,
             scheduler,
             TrainConfig(max_steps=1, grad_accum_steps=accum, grad_clip=0.1, progress=False),
@@ -250,13 +250,13 @@ def test_plain_iterable_resumes_by_replaying(tmp_path):
         return model, optimizer, scheduler, config
 
     straight = run(12)
-    train(straight[0], batches, mse, *straight[1:])
+    train(straight[0], batches, per_row(mse), *straight[1:])
     first = run(7)
     first[3].checkpoint_dir = tmp_path / "split"
-    train(first[0], batches, mse, *first[1:])
+    train(first[0], batches, per_row(mse), *first[1:])
     second = run(12)
     second[3].checkpoint_dir = tmp_path / "split"
-    train(second[0], batches, mse, *second[1:])
+    train(second[0], batches, per_row(mse), *second[1:])
     for a, b in zip(straight[0].state_dict().values(), second[0].state_dict().values()):
         assert torch.equal(a, b)
 
@@ -277,7 +277,7 @@ def test_nonfinite_loss_stops_with_clear_error_and_keeps_checkpoint(tmp_path):
         max_steps=20, save_every=2, max_nonfinite_steps=3, checkpoint_dir=tmp_path, progress=False
     )
     with pytest.raises(UserError, match=r"were not finite for 3 steps in a row .*step-00000004\.pt"):
-        train(model, batches, exploding, optimizer, scheduler, config)
+        train(model, batches, per_row(exploding), optimizer, scheduler, config)
     assert [p.name for p in list_checkpoints(tmp_path)] == ["step-00000002.pt", "step-00000004.pt"]
     assert all(torch.isfinite(p).all() for p in model.parameters())  # skipped updates left it intact
 
@@ -419,8 +419,11 @@ def all_rows(data):
 
 def test_loader_ranks_split_the_global_batch(tmp_path):
     shards = write_shards(tmp_path)
-    whole = PretrainingData(shards, batch_size=8, seed=5)
-    halves = [PretrainingData(shards, batch_size=4, seed=5, rank=r, world_size=2) for r in range(2)]
+    whole = PretrainingData(shards, global_batch_size=8, micro_batch_size=8, seed=5)
+    halves = [
+        PretrainingData(shards, global_batch_size=8, micro_batch_size=4, seed=5, rank=r, world_size=2)
+        for r in range(2)
+    ]
     assert len(whole) == len(halves[0]) == 97 // 8
     for one, a, b in zip(whole, *halves):
         assert torch.equal(
@@ -439,7 +442,7 @@ def test_loader_ranks_split_the_global_batch(tmp_path):
 
 def test_loader_shuffles_shards_per_epoch_and_skips_exactly(tmp_path):
     shards = write_shards(tmp_path)
-    data = PretrainingData(shards, batch_size=8, seed=5, num_workers=2)
+    data = PretrainingData(shards, global_batch_size=8, micro_batch_size=8, seed=5, num_workers=2)
     epoch0 = all_rows(data)
     data.set_epoch(1)
     epoch1 = all_rows(data)
@@ -450,7 +453,7 @@ def test_loader_shuffles_shards_per_epoch_and_skips_exactly(tmp_path):
     data.skip_samples(24)
     assert torch.equal(all_rows(data), epoch0[24:])
     assert torch.equal(all_rows(data), epoch0)  # the skip applies to one pass only
-    with pytest.raises(UserError, match="global micro-batch of 8"):
+    with pytest.raises(UserError, match="global batch of 8"):
         data.skip_samples(12)
 
 
@@ -458,7 +461,7 @@ def test_loader_dynamic_masking(tmp_path):
     pytest.importorskip("bert.masking")
     shards = write_shards(tmp_path / "shards", dynamic=True)
     masking = DynamicMasking.from_vocab(write_vocab(tmp_path / "vocab.txt"), 0.15, 3, whole_word_mask=False)
-    data = PretrainingData(shards, batch_size=8, seed=5, masking=masking)
+    data = PretrainingData(shards, global_batch_size=8, micro_batch_size=8, seed=5, masking=masking)
     first = next(iter(data))
     assert torch.equal(first["input_ids"], next(iter(data))["input_ids"])  # same (seed, epoch): same masks
     used = first["masked_lm_positions"] != 0
@@ -478,8 +481,10 @@ def test_loader_rejects_bad_shards(tmp_path):
     with h5py.File(bad, "w") as f:
         f.create_dataset("input_ids", data=np.zeros((4, 8), np.int32))
     with pytest.raises(UserError, match=r"bad\.hdf5: not a pretraining shard"):
-        PretrainingData([bad], batch_size=2, seed=0)
+        PretrainingData([bad], global_batch_size=2, micro_batch_size=2, seed=0)
     with pytest.raises(UserError, match="no pretraining shards"):
-        PretrainingData([], batch_size=2, seed=0)
-    with pytest.raises(UserError, match="fewer than one global micro-batch"):
-        PretrainingData(write_shards(tmp_path / "s", sizes=(3,)), batch_size=4, seed=0)
+        PretrainingData([], global_batch_size=2, micro_batch_size=2, seed=0)
+    with pytest.raises(UserError, match="fewer than one global batch"):
+        PretrainingData(
+            write_shards(tmp_path / "s", sizes=(3,)), global_batch_size=4, micro_batch_size=4, seed=0
+        )

@@ -1,0 +1,54 @@
+"""A tiny pretraining run on the shards of a folder, one process of it per rank (run alone, or by
+test_distributed under torchrun): `python -m tests.ddp_train_worker SHARDS GLOBAL MICRO OUT [MICRO OUT]...`
+trains once per (micro-batch size, output file) pair and rank 0 saves the weights and figures."""
+
+import sys
+from pathlib import Path
+
+import torch
+
+from bert.distributed import rank_and_world_size, setup_distributed
+from bert.optim import build_optimizer, warmup_poly_schedule
+from bert.pretraining import pretraining_objective
+from bert.pretraining_loader import PretrainingData
+from bert.training import TrainConfig, train
+from tests.shard_fixtures import tiny_model
+
+STEPS = 4
+
+
+def train_tiny(shards: list[Path], global_batch_size: int, micro_batch_size: int) -> tuple[dict, dict]:
+    """Weights and summary after STEPS steps, without dropout: the same on any split of the global batch."""
+    rank, world_size = rank_and_world_size()
+    model = tiny_model(seed=0, dropout=0.0)
+    optimizer = build_optimizer(model, "lamb", 1e-2, 0.01)
+    scheduler = warmup_poly_schedule(optimizer, 1, STEPS, power=0.5)
+    data = PretrainingData(
+        shards,
+        global_batch_size,
+        micro_batch_size,
+        seed=3,
+        rank=rank,
+        world_size=world_size,
+        length_binning=True,
+    )
+    config = TrainConfig(
+        max_steps=STEPS, grad_accum_steps=data.accumulation_steps, log_every=1, progress=False
+    )
+    summary = train(model, data, pretraining_objective, optimizer, scheduler, config)
+    return model.state_dict(), summary
+
+
+def main() -> None:
+    torch.set_num_threads(1)
+    folder, global_batch_size, *runs = sys.argv[1:]
+    distributed = setup_distributed("gloo")
+    shards = sorted(Path(folder).glob("*.hdf5"))
+    for micro_batch_size, out in zip(runs[::2], runs[1::2]):
+        weights, summary = train_tiny(shards, int(global_batch_size), int(micro_batch_size))
+        if distributed.is_main:
+            torch.save({"weights": weights, "summary": summary}, out)
+
+
+if __name__ == "__main__":
+    main()
