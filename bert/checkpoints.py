@@ -3,7 +3,9 @@
 A checkpoint is <checkpoint_dir>/step-<step>.pt, one torch.save'd dict (bert.training writes
 it): step, model, optimizer, scheduler, scaler (the fp16 grad scaler), rng (the Python, NumPy and
 torch RNG states of every rank), data ({epoch, samples}: the position in the data), totals (the
-run's running figures), signature and execution (below). Only the newest keep_last files are kept.
+run's running figures), max_steps, signature, description (what the signature hashes) and execution
+(below). Only the newest keep_last files are kept: a run prunes its own files only, since a run that
+does not continue the checkpoints it finds first moves them to previous-<signature>/.
 A file that cannot be read back (a disk that lied, a truncated copy) is renamed to <name>.corrupt,
 which no glob here matches, and the run resumes from the newest readable one
 (`newest_readable_checkpoint`).
@@ -26,7 +28,7 @@ from pathlib import Path
 import torch
 
 from bert.atomic import atomic_file
-from bert.distributed import barrier, broadcast_from_main
+from bert.distributed import broadcast_from_main, gather_to_all, rank_and_world_size
 from bert.errors import UserError
 
 log = logging.getLogger(__name__)
@@ -106,7 +108,9 @@ def load_checkpoint(path: str | Path) -> dict:
 def newest_readable_checkpoint(directory: str | Path, rank: int) -> tuple[Path, dict] | None:
     """The newest checkpoint of `directory` that loads, and its state; None when there is none.
     Rank 0 chooses, moving each unreadable newer file aside with a warning, and tells the other
-    ranks which file to load, so all of them resume the same step."""
+    ranks which file to load, with its step and SHA-256: every rank checks that it reads the
+    same bytes (on a filesystem some node does not share, it would resume another step or none),
+    and a rank that cannot stops the job with one line naming the file."""
     chosen, state = None, None
     if rank == 0:
         found = list_checkpoints(directory)
@@ -131,10 +135,32 @@ def newest_readable_checkpoint(directory: str | Path, rank: int) -> tuple[Path, 
                 )
         if found and chosen is None:
             log.warning("%s: no readable checkpoint left; starting afresh", directory)
-    chosen = broadcast_from_main(chosen)
-    if chosen is None:
-        return None
-    return chosen, state if rank == 0 else load_checkpoint(chosen)
+    _, world_size = rank_and_world_size()
+    if world_size == 1:
+        return None if chosen is None else (chosen, state)
+    choice = (chosen, state["step"], file_sha256(chosen)) if chosen is not None else None
+    choice = broadcast_from_main(choice)
+    problem = None
+    if choice is not None and rank != 0:
+        chosen, step, digest = choice
+        try:
+            seen = file_sha256(chosen)
+            if seen is None:
+                problem = "is missing"
+            elif seen != digest:
+                problem = f"holds other bytes (sha256 {seen[:12]}, rank 0 has {digest[:12]})"
+            else:
+                state = load_checkpoint(chosen)
+        except UNREADABLE as error:
+            problem = f"cannot be read ({str(error).split('. ')[0]})"
+    problems = gather_to_all(problem)  # every rank learns of any rank's trouble, and stops too
+    troubles = [f"on rank {other} it {trouble}" for other, trouble in enumerate(problems) if trouble]
+    if troubles:
+        raise UserError(
+            f"{choice[0]}: rank 0 resumes from it (step {choice[1]}) but {', '.join(troubles)}; "
+            "the checkpoint folder must be one filesystem that every node shares"
+        )
+    return None if choice is None else (Path(choice[0]), state)
 
 
 def _fsync_directory(directory: Path) -> None:
@@ -146,43 +172,77 @@ def _fsync_directory(directory: Path) -> None:
 
 
 def checkpoint_to_resume(
-    directory: str | Path, signature: str, execution: dict, max_steps: int, resume: bool, rank: int
+    directory: str | Path,
+    signature: str,
+    execution: dict,
+    max_steps: int,
+    resume: bool,
+    rank: int,
+    description: dict | None = None,
 ) -> dict | None:
-    """The newest readable checkpoint's state when the run should continue from it, else None
-    (and the old checkpoints are removed). Another signature (what is computed) never resumes. Other
+    """The newest readable checkpoint's state when the run should continue from it, else None.
+    Checkpoints are never deleted by a run that does not continue them: they move, all of them,
+    to <directory>/previous-<their signature>/ with one warning saying why (for another signature,
+    the entries of `description`, what the signature hashes, that changed).
+
+    Another signature (what is computed) never resumes. A larger max_steps extends the run (the
+    schedule follows the new total); a max_steps below the checkpoint's step is an error. Other
     execution settings (how: the code, precision, unpad, GPUs, ...) resume an unfinished run, so
     a long pretraining survives a bug fix or a switch of hardware or precision; a finished run is
     trained again instead: re-running it with new settings (`dvc exp run -S
     finetune.precision=bf16`, or `dvc repro` after an edit of bert/modeling.py) asks for the
     output of the new ones, and there is nothing left to resume."""
     directory = Path(directory)
-    newest = newest_readable_checkpoint(directory, rank) if resume else None
-    state = None
+    # Read even when resume is off: the old checkpoints' signature names the folder they move to.
+    newest = newest_readable_checkpoint(directory, rank)
+    state, reason = None, None
     if newest is not None:
         path, state = newest
+        theirs, step = state.get("signature", ""), state["step"]
         changes = _changes(state.get("execution"), execution)
-        if state.get("signature", "") != signature:
-            log.warning("%s: written by a run with other params; starting afresh", path)
-            state = None
-        elif changes and state["step"] >= max_steps:
-            log.warning(
-                "%s: the run finished with other settings (%s); training it again with the new ones",
-                path, changes,
-            )  # fmt: skip
-            state = None
-        elif rank == 0 and changes:
-            log.warning("%s: resuming a run begun with other settings (%s); it goes on with the new ones",
-                        path, changes)  # fmt: skip
+        if not resume:
+            reason = "resume is off"
+        elif theirs != signature:
+            what = (
+                _changes(state.get("description"), description or {})
+                or "not recorded in a checkpoint this old"
+            )
+            reason = f"written by a run with other params ({what})"
+        elif step > max_steps:
+            raise UserError(
+                f"{path}: the run is at step {step}, past max_steps {max_steps}, and steps cannot be undone; "
+                f"set max_steps to {step} or more, or move {directory} away to train the shorter run afresh"
+            )
+        elif changes and step >= max_steps:
+            reason = f"the run finished with other settings ({changes}); training it again with the new ones"
         elif rank == 0:
+            if changes:
+                log.warning("%s: resuming a run begun with other settings (%s); it goes on with the new ones",
+                            path, changes)  # fmt: skip
+            if state.get("max_steps", max_steps) != max_steps:
+                log.warning("%s: extending the run from step %d: max_steps %d -> %d, the learning-rate schedule "
+                            "recomputed for %d steps", path, step, state["max_steps"], max_steps, max_steps)  # fmt: skip
             log.info("resuming from %s", path)
-    found = list_checkpoints(directory)
-    if found and state is None:
-        barrier()  # every rank has looked before rank 0 deletes
-        if rank == 0:
-            log.info("removing %d old checkpoints from %s", len(found), directory)
-            for path in found:
-                path.unlink(missing_ok=True)
+        if reason:
+            state = None
+            if rank == 0:  # the other ranks have read the file (newest_readable_checkpoint waits for them)
+                aside = _move_aside(directory, theirs or "unsigned")
+                log.warning("%s: %s; its checkpoints moved to %s, starting afresh", path, reason, aside)
     return state
+
+
+def _move_aside(directory: Path, signature: str) -> Path:
+    """Move every checkpoint file of `directory` into a new folder previous-<signature>[-N]/."""
+    aside = directory / f"previous-{signature}"
+    number = 1
+    while aside.exists():
+        number += 1
+        aside = directory / f"previous-{signature}-{number}"
+    aside.mkdir()
+    for path in list_checkpoints(directory):
+        path.rename(aside / path.name)
+    _fsync_directory(directory)
+    return aside
 
 
 def _changes(before: dict | None, now: dict) -> str:
@@ -192,6 +252,12 @@ def _changes(before: dict | None, now: dict) -> str:
         return ""
     changed = [k for k in sorted(before.keys() | now.keys()) if before.get(k) != now.get(k)]
     return ", ".join(
-        "the code (bert/, stages/)" if k == "code" else f"{k} {before.get(k)} -> {now.get(k)}"
+        "the code (bert/, stages/)" if k == "code" else f"{k} {_short(before.get(k))} -> {_short(now.get(k))}"
         for k in changed
     )
+
+
+def _short(value) -> str:
+    """A value for a log line: file lists and hashes cut to 40 characters."""
+    text = str(value)
+    return text if len(text) <= 40 else text[:37] + "..."

@@ -1,13 +1,19 @@
 """The processes of a training run: a stage that asks for more than one starts itself again under
 torchrun (one process per GPU of every node); each of those joins torchrun's process group.
 
-    if relaunch_under_torchrun(["stages.pretrain", phase], nproc_per_node, nnodes, rdzv_endpoint):
+    if relaunch_under_torchrun(["stages.pretrain", phase], nproc_per_node, nnodes, rdzv_endpoint, max_restarts):
         return  # the ranks did the work
-    distributed = setup_distributed(backend)
+    distributed = setup_distributed(backend, timeout_minutes)
+
+A lost rank must end the job, not hang the others: collectives time out after timeout_minutes, and
+NCCL's asynchronous error handling (TORCH_NCCL_ASYNC_ERROR_HANDLING=1, unless the user set it)
+turns a timeout or a failed peer into an exit that torchrun sees.
 """
 
+import datetime
 import logging
 import os
+import signal
 import subprocess
 import sys
 from dataclasses import dataclass
@@ -32,9 +38,16 @@ class Distributed:
         return self.rank == 0
 
 
-def setup_distributed(backend: str = "auto") -> Distributed:
+NCCL_ERROR_HANDLING = "TORCH_NCCL_ASYNC_ERROR_HANDLING"
+# What a pre-empting scheduler sends (SLURM's --signal, Kubernetes, a user's kill): torchrun passes
+# them on to the ranks, which checkpoint at the next step boundary (bert.training).
+PREEMPTION_SIGNALS = ("SIGTERM", "SIGUSR1")
+
+
+def setup_distributed(backend: str, timeout_minutes: float) -> Distributed:
     """Join the process group torchrun set up (RANK/WORLD_SIZE in the environment), or run alone.
-    backend auto: nccl on CUDA, gloo on CPU. Each process uses the GPU of its LOCAL_RANK."""
+    backend auto: nccl on CUDA, gloo on CPU. Each process uses the GPU of its LOCAL_RANK. A
+    collective that waits longer than timeout_minutes (a lost peer) fails instead of hanging."""
     world_size = int(os.environ.get("WORLD_SIZE", "1"))
     rank, local_rank = int(os.environ.get("RANK", "0")), int(os.environ.get("LOCAL_RANK", "0"))
     if torch.cuda.is_available():
@@ -45,9 +58,34 @@ def setup_distributed(backend: str = "auto") -> Distributed:
     if world_size > 1 and not dist.is_initialized():
         if backend == "auto":
             backend = "nccl" if device.type == "cuda" else "gloo"
-        dist.init_process_group(backend, device_id=device if backend == "nccl" else None)
+        os.environ.setdefault(NCCL_ERROR_HANDLING, "1")  # ranks started by a torchrun of the user's own
+        timeout = datetime.timedelta(minutes=timeout_minutes)
+        dist.init_process_group(
+            backend,
+            device_id=device if backend == "nccl" else None,
+            timeout=timeout,
+            **_store_of_this_attempt(rank, world_size, timeout),
+        )
         log.info("rank %d of %d on %s (%s)", rank, world_size, device, backend)
     return Distributed(rank, local_rank, world_size, device)
+
+
+def _store_of_this_attempt(rank: int, world_size: int, timeout: datetime.timedelta) -> dict:
+    """init_process_group's store when torchrun restarted the ranks (distributed.max_restarts):
+    its agent keeps one store for every attempt, so a restarted rank would read the addresses
+    the ranks of the failed attempt left there and wait for a dead peer ("Connection refused").
+    Each attempt gets keys of its own. {} (the env:// default) for a first attempt."""
+    attempt = os.environ.get("TORCHELASTIC_RESTART_COUNT", "0")
+    if attempt == "0" or os.environ.get("TORCHELASTIC_USE_AGENT_STORE") != "True":
+        return {}
+    store = dist.TCPStore(
+        os.environ["MASTER_ADDR"],
+        int(os.environ["MASTER_PORT"]),
+        world_size,
+        is_master=False,
+        timeout=timeout,
+    )
+    return {"store": dist.PrefixStore(f"attempt-{attempt}", store), "rank": rank, "world_size": world_size}
 
 
 def rank_and_world_size() -> tuple[int, int]:
@@ -73,6 +111,15 @@ def broadcast_from_main(value):
     return value
 
 
+def gather_to_all(value) -> list:
+    """Every rank's `value`, in rank order, on every rank; [value] when running alone."""
+    if dist.is_available() and dist.is_initialized():
+        values = [None] * dist.get_world_size()
+        dist.all_gather_object(values, value)
+        return values
+    return [value]
+
+
 def barrier() -> None:
     """Wait until every rank gets here (nothing to wait for when running alone)."""
     if dist.is_available() and dist.is_initialized():
@@ -80,32 +127,91 @@ def barrier() -> None:
 
 
 def torchrun_command(
-    module_args: list[str], nproc_per_node: int, nnodes: int, rdzv_endpoint: str
+    module_args: list[str],
+    nproc_per_node: int,
+    nnodes: int,
+    rdzv_endpoint: str,
+    max_restarts: int,
+    node_rank: int = 0,
 ) -> list[str]:
-    """The command that starts `python -m <module_args>` on every GPU of every node."""
+    """The command that starts `python -m <module_args>` on the GPUs of node `node_rank`. torchrun
+    restarts the ranks up to max_restarts times when one fails (each restart resumes from the
+    newest checkpoint). On many nodes the rendezvous is
+    static (rdzv_endpoint is node 0's address), so that global rank 0, which writes every output,
+    runs on node 0: the node whose `dvc repro` records them."""
+    if nnodes == 1:
+        rendezvous = ["--rdzv-backend", "c10d", "--rdzv-endpoint", rdzv_endpoint]
+    else:
+        host, _, port = rdzv_endpoint.rpartition(":")
+        rendezvous = ["--node-rank", str(node_rank), "--master-addr", host, "--master-port", port]
     return [
         sys.executable, "-m", "torch.distributed.run",
         "--nproc-per-node", str(nproc_per_node),
         "--nnodes", str(nnodes),
-        "--rdzv-backend", "c10d",
-        "--rdzv-endpoint", rdzv_endpoint,
+        *rendezvous,
+        "--max-restarts", str(max_restarts),
         "-m", *module_args,
     ]  # fmt: skip
 
 
+def node_rank_to_join(join_args: list[str], nnodes: int, usage: str) -> int | None:
+    """The node rank that `--join NODE_RANK` asks for (1 .. nnodes - 1: node 0 is the head, whose
+    stage runs under `dvc repro`); 0 without arguments; None for anything else (print `usage`)."""
+    if not join_args:
+        return 0
+    if len(join_args) != 2 or join_args[0] != "--join" or not join_args[1].isdigit():
+        return None
+    node_rank = int(join_args[1])
+    if not 1 <= node_rank < nnodes:
+        raise UserError(
+            f"--join {node_rank}: distributed.nnodes is {nnodes} in params.yaml, so the nodes that join "
+            f"are 1 to {nnodes - 1} (node 0 runs `dvc repro`); usage: {usage}"
+        )
+    return node_rank
+
+
 def relaunch_under_torchrun(
-    module_args: list[str], nproc_per_node: int, nnodes: int, rdzv_endpoint: str
+    module_args: list[str],
+    nproc_per_node: int,
+    nnodes: int,
+    rdzv_endpoint: str,
+    max_restarts: int,
+    node_rank: int = 0,
 ) -> bool:
     """When the run asks for more than one process and this process is not one of torchrun's
     yet: run `python -m <module_args>` again under torchrun and return True once every rank has
     finished (UserError when one failed: torchrun stops the others and prints the failed rank's
-    error). False when this process is the run's (alone, or a rank) and should do the work."""
+    error). False when this process is the run's (alone, or a rank) and should do the work.
+    A pre-emption signal sent to this process goes on to torchrun, which passes it to the ranks."""
     under_torchrun = "TORCHELASTIC_RUN_ID" in os.environ or "LOCAL_RANK" in os.environ
     if nproc_per_node * nnodes == 1 or under_torchrun:
         return False
-    command = torchrun_command(module_args, nproc_per_node, nnodes, rdzv_endpoint)
-    log.info("launching %d x %d processes: %s", nnodes, nproc_per_node, " ".join(command))
-    status = subprocess.run(command).returncode
+    command = torchrun_command(module_args, nproc_per_node, nnodes, rdzv_endpoint, max_restarts, node_rank)
+    log.info(
+        "launching %d processes on node %d of %d: %s", nproc_per_node, node_rank, nnodes, " ".join(command)
+    )
+    env = {**os.environ}
+    env.setdefault(NCCL_ERROR_HANDLING, "1")  # a lost rank ends the job instead of hanging it
+    # torchrun passes these on to the ranks (it dies of SIGUSR1 otherwise: a SLURM --signal sent to
+    # every process of the job); an env var, which a torchrun too old to know it ignores.
+    env.setdefault("TORCHELASTIC_SIGNALS_TO_HANDLE", "SIGTERM,SIGINT,SIGHUP,SIGQUIT,SIGUSR1")
+    process = subprocess.Popen(command, env=env)
+    received = []
+
+    def forward(signum, frame):  # as SIGTERM, which every torchrun passes on to the ranks
+        received.append(signal.Signals(signum).name)
+        process.send_signal(signal.SIGTERM)
+
+    previous = {name: signal.signal(getattr(signal, name), forward) for name in PREEMPTION_SIGNALS}
+    try:
+        status = process.wait()
+    finally:
+        for name, handler in previous.items():
+            signal.signal(getattr(signal, name), handler)
+    if received and status:
+        raise UserError(
+            f"pre-empted ({received[0]}): the ranks wrote a checkpoint; run the stage again to resume"
+        )
     if status:
         raise UserError(
             f"python -m {' '.join(module_args)} failed on at least one rank (exit status {status}); "

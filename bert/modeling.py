@@ -121,15 +121,21 @@ class BertConfig:
         return asdict(self)
 
 
+_APEX_REPORTED: set[str] = set()  # one log line per reason, not one per layer
+
+
 def make_layer_norm(config: BertConfig, apex: bool) -> nn.Module:
-    """nn.LayerNorm, or apex's fused kernel when asked for and installed (same parameters)."""
+    """nn.LayerNorm, or apex's fused kernel when asked for and usable (same parameters)."""
     if apex:
         try:
             from apex.normalization import FusedLayerNorm
 
             return FusedLayerNorm(config.hidden_size, eps=config.layer_norm_eps)
-        except ImportError:
-            log.warning("apex is not installed; using torch.nn.LayerNorm")
+        except Exception as error:  # not installed, or built without its CUDA extensions
+            reason = f"{type(error).__name__}: {error}"
+            if reason not in _APEX_REPORTED:
+                _APEX_REPORTED.add(reason)
+                log.warning("apex's FusedLayerNorm is not usable (%s); using torch.nn.LayerNorm", reason)
     return nn.LayerNorm(config.hidden_size, eps=config.layer_norm_eps)
 
 

@@ -120,18 +120,48 @@ def build_optimizer(
         if use_apex:
             try:
                 from apex.optimizers import FusedLAMB
-            except ImportError:
-                log.info("pretrain.use_apex is on but apex is not importable; using bert.optim.Lamb")
-            else:
+
                 # The loop clips, so FusedLAMB's own clipping is switched off (infinite max norm).
                 return FusedLAMB(
                     groups, lr=learning_rate, eps=1e-6, max_grad_norm=float("inf"), use_nvlamb=True
                 )
+            except Exception as error:  # not importable, or built without its CUDA extensions
+                log.info("pretrain.use_apex is on but apex's FusedLAMB is not usable (%s: %s); using bert.optim.Lamb",
+                         type(error).__name__, error)  # fmt: skip
         return Lamb(groups, lr=learning_rate, eps=1e-6)
     if name == "adamw":
         on_cuda = next(model.parameters()).is_cuda
         return torch.optim.AdamW(groups, lr=learning_rate, eps=1e-6, fused=fused and on_cuda)
     raise ValueError(f"unknown optimizer {name!r}; allowed: lamb, adamw")
+
+
+def fit_optimizer_state(state: dict, optimizer: torch.optim.Optimizer) -> dict:
+    """`state` (an optimizer's state_dict) in the layout `optimizer` loads, for a run resumed across
+    `use_apex`: apex's FusedLAMB counts steps in each param group (group["step"]), our Lamb per
+    parameter (state[i]["step"]). The step count moves between the two (bias correction goes on
+    where it was), and settings one optimizer has and the other lacks (FusedLAMB's
+    bias_correction, max_grad_norm, ...) come from `optimizer`'s own groups. Other layouts
+    (AdamW, or already fitting) are returned as they are."""
+    target_is_fused = type(optimizer).__name__ == "FusedLAMB"
+    if type(optimizer).__name__ not in ("FusedLAMB", "Lamb") or not state["param_groups"]:
+        return state
+    groups = [dict(group) for group in state["param_groups"]]
+    per_param = {index: dict(values) for index, values in state["state"].items()}
+    stored_in_groups = any("step" in group for group in groups)
+    stored_per_param = any("step" in values for values in per_param.values())
+    for group, own in zip(groups, optimizer.param_groups):
+        for key, value in own.items():
+            if key not in ("params", "step"):
+                group.setdefault(key, value)
+        if target_is_fused and stored_per_param:
+            steps = [per_param[i].pop("step") for i in group["params"] if "step" in per_param.get(i, {})]
+            group["step"] = int(max(steps, default=0))  # FusedLAMB: one count for the group
+        elif not target_is_fused and stored_in_groups:
+            step = int(group.pop("step", 0))
+            for index in group["params"]:
+                if index in per_param:
+                    per_param[index]["step"] = step
+    return {"state": per_param, "param_groups": groups}
 
 
 def warmup_poly_schedule(

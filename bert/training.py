@@ -12,7 +12,8 @@ One optimizer step, on one global batch (bert.global_batch: micro-batch x grad_a
   gradients are not finite), scheduler step.
 Every log_every steps the stats are summed over ranks and written to DVCLive under "train/"; every
 save_every steps (and at the end) rank 0 writes one checkpoint file (bert.checkpoints), from which
-a killed run resumes exactly. The processes of a run: bert.distributed.
+a killed run resumes exactly. SIGTERM or SIGUSR1 (pre-emption) stops every rank at the same step
+boundary, after a checkpoint. The processes of a run: bert.distributed.
 """
 
 import contextlib
@@ -20,6 +21,8 @@ import json
 import logging
 import math
 import random
+import signal
+import threading
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
@@ -33,8 +36,9 @@ from tqdm import tqdm
 
 from bert.atomic import atomic_file, write_json
 from bert.checkpoints import checkpoint_to_resume, list_checkpoints, save_checkpoint, source_fingerprint
-from bert.distributed import all_reduce_sum, rank_and_world_size
+from bert.distributed import PREEMPTION_SIGNALS, all_reduce_sum, barrier, rank_and_world_size
 from bert.errors import UserError
+from bert.optim import fit_optimizer_state
 from bert.precision import AUTOCAST_DTYPES, allow_tf32, grad_scaler
 
 log = logging.getLogger(__name__)
@@ -84,6 +88,7 @@ class TrainConfig:
     live_dir: str | Path | None = None  # DVCLive folder; None = no DVCLive
     metrics_file: str | Path | None = None  # final figures as JSON
     run_signature: str = ""  # what the run computes: checkpoints of another signature are not resumed
+    run_description: dict = field(default_factory=dict)  # what run_signature hashes: names a change
     # How the run computes, besides precision, compile and the world size (say {"unpad": True}):
     # recorded in checkpoints with them, see bert.checkpoints.checkpoint_to_resume.
     execution: dict = field(default_factory=dict)
@@ -127,8 +132,9 @@ def train(
         # Once, here: a resuming process computes it at the same point, with the same modules imported.
         execution = _execution(config, world_size)
         state = checkpoint_to_resume(
-            config.checkpoint_dir, config.run_signature, execution, config.max_steps, config.resume, rank
-        )
+            config.checkpoint_dir, config.run_signature, execution, config.max_steps, config.resume, rank,
+            config.run_description,
+        )  # fmt: skip
     step, epoch, samples, totals = _restore_or_seed(
         state, model, optimizer, scheduler, scaler, config.seed, rank, world_size
     )
@@ -144,7 +150,10 @@ def train(
 
     # Closing the bar on the way out, an error too: the error's line must come last, on its own.
     show_progress = is_main and config.progress
-    with tqdm(total=config.max_steps, initial=step, disable=not show_progress, desc="train") as progress:
+    with (
+        tqdm(total=config.max_steps, initial=step, disable=not show_progress, desc="train") as progress,
+        _Preemption() as preemption,
+    ):
         while step < config.max_steps:
             step_loss = _accumulate_gradients(
                 forward_model,
@@ -196,6 +205,13 @@ def train(
                 totals["seconds"] += time.perf_counter() - started
                 started = time.perf_counter()
                 _save(config, execution, step, model, optimizer, scheduler, scaler, data, totals)
+            if step < config.max_steps and preemption.agreed():  # every rank, at the same step
+                saved = bool(config.checkpoint_dir) and nonfinite_in_row == 0  # after a good step only
+                if saved and not due:
+                    totals["seconds"] += time.perf_counter() - started
+                    _save(config, execution, step, model, optimizer, scheduler, scaler, data, totals)
+                barrier()  # no rank exits (and has torchrun stop the others) before rank 0 has written
+                raise preemption.error(step, config.checkpoint_dir if saved else None)
 
     totals["seconds"] += time.perf_counter() - started
     summary = _summary(totals, step)
@@ -229,8 +245,9 @@ def _restore_or_seed(
         totals = {"seconds": 0.0, "sequences": 0, "skipped_steps": 0, "first_loss": None, "last": {}}
         return 0, 0, 0, totals
     _unwrap(model).load_state_dict(state["model"])
-    optimizer.load_state_dict(state["optimizer"])
+    optimizer.load_state_dict(fit_optimizer_state(state["optimizer"], optimizer))
     scheduler.load_state_dict(state["scheduler"])
+    _learning_rate_from_schedule(scheduler)
     scaler.load_state_dict(state["scaler"])
     step, epoch, samples = state["step"], state["data"]["epoch"], state["data"]["samples"]
     log.info("resumed from step %d (epoch %d, sample %d of it)", step, epoch, samples)
@@ -240,6 +257,64 @@ def _restore_or_seed(
     else:  # another world size: data and weights are exact, dropout draws cannot be
         seed_everything(seed + step, rank)
     return step, epoch, samples, state["totals"]
+
+
+def _learning_rate_from_schedule(scheduler) -> None:
+    """Set the resumed step's learning rate from the schedule, not from the checkpoint's optimizer:
+    a run extended to a larger max_steps goes on with its schedule recomputed for the new total
+    (for an unchanged schedule this is the very value LambdaLR would set)."""
+    if isinstance(scheduler, torch.optim.lr_scheduler.LambdaLR):
+        rates = [
+            base * factor(scheduler.last_epoch)
+            for base, factor in zip(scheduler.base_lrs, scheduler.lr_lambdas)
+        ]
+        for group, rate in zip(scheduler.optimizer.param_groups, rates):
+            group["lr"] = rate
+        scheduler._last_lr = rates
+
+
+class _Preemption:
+    """SIGTERM / SIGUSR1 (a pre-empting scheduler, torchrun passing one on) ask the run to stop: the
+    handlers only note it, and `agreed()`, called by every rank at every step boundary, tells all
+    of them at once (an all-reduce), so they stop at the same step and the checkpoint is whole."""
+
+    def __init__(self):
+        self.received: str | None = None
+        self.previous: dict = {}
+
+    def __enter__(self) -> "_Preemption":
+        if threading.current_thread() is threading.main_thread():  # signals reach the main thread only
+            for name in PREEMPTION_SIGNALS:
+                self.previous[name] = signal.signal(getattr(signal, name), self._note)
+        return self
+
+    def __exit__(self, *exc) -> None:
+        for name, handler in self.previous.items():
+            signal.signal(getattr(signal, name), handler)
+
+    def _note(self, signum, frame) -> None:
+        self.received = signal.Signals(signum).name
+
+    def agreed(self) -> bool:
+        _, world_size = rank_and_world_size()
+        if world_size == 1:
+            return self.received is not None
+        flag = torch.tensor([float(self.received is not None)], device=_collective_device())
+        return all_reduce_sum(flag).item() > 0
+
+    def error(self, step: int, checkpoint_dir) -> UserError:
+        by = self.received or "a signal to another rank"
+        saved = (
+            f"checkpoint of step {step} in {checkpoint_dir}" if checkpoint_dir else "no checkpoint written"
+        )
+        return UserError(f"pre-empted by {by} at step {step} ({saved}); run the stage again to resume")
+
+
+def _collective_device() -> torch.device:
+    """Where a collective's tensor must live: the GPU with NCCL, the CPU with gloo."""
+    if dist.get_backend() == "nccl":
+        return torch.device("cuda", torch.cuda.current_device())
+    return torch.device("cpu")
 
 
 def _save(config, execution, step, model, optimizer, scheduler, scaler, data: "_Batches", totals) -> None:
@@ -262,7 +337,9 @@ def _save(config, execution, step, model, optimizer, scheduler, scaler, data: "_
         "rng": rngs,
         "data": {"epoch": data.epoch, "samples": data.samples},
         "totals": totals,
+        "max_steps": config.max_steps,  # a larger one later extends the run
         "signature": config.run_signature,
+        "description": config.run_description,
         "execution": execution,  # with the world size
     }
     path = save_checkpoint(config.checkpoint_dir, step, state, config.keep_last)

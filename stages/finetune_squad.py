@@ -12,13 +12,14 @@ With distributed.nproc_per_node x nnodes > 1 the stage starts itself again under
 """
 
 import logging
+import sys
 from pathlib import Path
 
 import torch
 import torch.distributed as dist
 
 from bert.checkpoints import file_sha256, run_signature
-from bert.distributed import relaunch_under_torchrun, setup_distributed
+from bert.distributed import node_rank_to_join, relaunch_under_torchrun, setup_distributed
 from bert.errors import UserError, run_main
 from bert.finetune import QuestionAnsweringBatches, question_answering_objective, steps_for_epochs
 from bert.global_batch import accumulation_steps
@@ -39,9 +40,15 @@ OUT_DIR = Path("data/models/squad")
 def main() -> None:
     params = load_params()
     d = params.distributed
-    if relaunch_under_torchrun(["stages.finetune_squad"], d.nproc_per_node, d.nnodes, d.rdzv_endpoint):
+    usage = "python -m stages.finetune_squad [--join NODE_RANK]"
+    node_rank = node_rank_to_join(sys.argv[1:], d.nnodes, usage)
+    if node_rank is None:
+        raise UserError(f"usage: {usage}")
+    if relaunch_under_torchrun(
+        ["stages.finetune_squad"], d.nproc_per_node, d.nnodes, d.rdzv_endpoint, d.max_restarts, node_rank
+    ):
         return
-    distributed = setup_distributed(d.backend)
+    distributed = setup_distributed(d.backend, d.timeout_minutes)
     try:
         finetune(params, distributed)
     finally:
@@ -119,6 +126,7 @@ def finetune(params, distributed) -> None:
             ", windows binned by length" if spec.length_binning else "",
             "packed real tokens (unpad)" if spec.unpad else "padded batches",
         )
+    described = described_run(params, source)
     config = TrainConfig(
         max_steps=max_steps,
         grad_accum_steps=accumulation,
@@ -131,7 +139,8 @@ def finetune(params, distributed) -> None:
         seed=spec.seed,
         live_dir=Path("dvclive/finetune_squad"),
         metrics_file=Path("metrics/finetune_squad.json"),
-        run_signature=signature(params, source),
+        run_signature=run_signature(described),
+        run_description=described,
         execution={"unpad": spec.unpad},
     )
     train(model, batches, question_answering_objective, optimizer, scheduler, config)
@@ -140,7 +149,7 @@ def finetune(params, distributed) -> None:
         log.info("wrote %s", OUT_DIR)
 
 
-def signature(params, source: Path) -> str:
+def described_run(params, source: Path) -> dict:
     """What makes a checkpoint belong to this run (not the world size: resuming elsewhere is fine)."""
     spec, squad = params.finetune, params.squad
     # Contents, not mtimes (a `dvc checkout` changes those): new initial weights of the same shape,
@@ -154,7 +163,7 @@ def signature(params, source: Path) -> str:
         "global_batch": spec.global_batch_size,
         "length_binning": spec.length_binning,
     }
-    return run_signature(described)
+    return described
 
 
 if __name__ == "__main__":

@@ -5,6 +5,12 @@
 data/examples/<phase>/*.hdf5 + data/vocab/vocab.txt -> data/models/<phase>/ (Hugging Face format),
 checkpoints in data/checkpoints/<phase>/ (resumed), dvclive/pretrain_<phase>/, metrics/pretrain_<phase>.json.
 With distributed.nproc_per_node x nnodes > 1 the stage starts itself again under torchrun.
+
+    python -m stages.pretrain phase1|phase2 --join NODE_RANK
+
+On many nodes, the head node runs the stage (`dvc repro`: node 0, where rank 0 writes every output)
+and each other node runs this: torchrun with that node rank and the rendezvous of params.yaml. It
+never touches DVC and writes nothing but its log.
 """
 
 import logging
@@ -15,11 +21,11 @@ import torch
 import torch.distributed as dist
 
 from bert.checkpoints import UNREADABLE, file_sha256, list_checkpoints, load_checkpoint, run_signature
-from bert.distributed import relaunch_under_torchrun, setup_distributed
+from bert.distributed import node_rank_to_join, relaunch_under_torchrun, setup_distributed
 from bert.errors import UserError, run_main
 from bert.global_batch import accumulation_steps
 from bert.modeling import BertConfig, BertForPreTraining
-from bert.optim import build_optimizer, warmup_poly_schedule
+from bert.optim import build_optimizer, fit_optimizer_state, warmup_poly_schedule
 from bert.pretraining import pretraining_objective
 from bert.pretraining_loader import DynamicMasking, PretrainingData
 from bert.training import TrainConfig, train
@@ -31,14 +37,20 @@ POLY_POWER = 0.5  # NVIDIA's BERT phases decay the LR as (1 - progress) ** 0.5
 
 
 def main() -> None:
-    if len(sys.argv) != 2 or sys.argv[1] not in PHASES:
-        raise UserError("usage: python -m stages.pretrain phase1|phase2")
+    usage = "python -m stages.pretrain phase1|phase2 [--join NODE_RANK]"
+    if len(sys.argv) < 2 or sys.argv[1] not in PHASES:
+        raise UserError(f"usage: {usage}")
     phase = sys.argv[1]
     params = load_params()
     d = params.distributed
-    if relaunch_under_torchrun(["stages.pretrain", phase], d.nproc_per_node, d.nnodes, d.rdzv_endpoint):
+    node_rank = node_rank_to_join(sys.argv[2:], d.nnodes, usage)
+    if node_rank is None:
+        raise UserError(f"usage: {usage}")
+    if relaunch_under_torchrun(
+        ["stages.pretrain", phase], d.nproc_per_node, d.nnodes, d.rdzv_endpoint, d.max_restarts, node_rank
+    ):
         return
-    distributed = setup_distributed(d.backend)
+    distributed = setup_distributed(d.backend, d.timeout_minutes)
     try:
         pretrain(params, phase, distributed)
     finally:
@@ -121,6 +133,7 @@ def pretrain(params, phase: str, distributed) -> None:
             ", sequences binned by length" if length_binning else "",
             "packed real tokens (unpad)" if unpad else "padded batches",
         )
+    described = _described(params, phase, shards, length_binning)
     config = TrainConfig(
         max_steps=spec.max_steps,
         grad_accum_steps=accumulation,
@@ -136,7 +149,8 @@ def pretrain(params, phase: str, distributed) -> None:
         seed=params.seed,
         live_dir=Path(f"dvclive/pretrain_{phase}"),
         metrics_file=Path(f"metrics/pretrain_{phase}.json"),
-        run_signature=_signature(params, phase, shards, length_binning),
+        run_signature=run_signature(described),
+        run_description=described,
         execution={
             "unpad": unpad,
             "use_apex": params.pretrain.use_apex,
@@ -151,10 +165,11 @@ def pretrain(params, phase: str, distributed) -> None:
         log.info("wrote data/models/%s", phase)
 
 
-def _signature(params, phase: str, shards: list[Path], length_binning: bool) -> str:
-    """What makes a checkpoint belong to this run. Not the world size or the split of the global
-    batch into micro-batch x accumulation: resuming on other hardware is allowed, and sees the rows
-    the uninterrupted run would have seen (bert.global_batch)."""
+def _described(params, phase: str, shards: list[Path], length_binning: bool) -> dict:
+    """What makes a checkpoint belong to this run (its signature hashes this). Not the world size or
+    the split of the global batch into micro-batch x accumulation: resuming on other hardware is
+    allowed, and sees the rows the uninterrupted run would have seen (bert.global_batch). Not
+    max_steps: a larger one extends the run."""
     spec = getattr(params.pretrain, phase)
     described = {
         "phase": phase,
@@ -164,7 +179,6 @@ def _signature(params, phase: str, shards: list[Path], length_binning: bool) -> 
         "warmup_proportion": spec.warmup_proportion,
         "weight_decay": spec.weight_decay,
         "grad_clip": params.pretrain.grad_clip,
-        "max_steps": spec.max_steps,
         "global_batch": spec.global_batch_size,
         "seed": params.seed,
         "masking": params.examples.masking,
@@ -176,7 +190,7 @@ def _signature(params, phase: str, shards: list[Path], length_binning: bool) -> 
     }
     if length_binning:  # another data order; named only when on, so older checkpoints still resume
         described["length_binning"] = True
-    return run_signature(described)
+    return described
 
 
 def _load_phase1_optimizer(optimizer: torch.optim.Optimizer, name: str) -> None:
@@ -199,7 +213,7 @@ def _load_phase1_optimizer(optimizer: torch.optim.Optimizer, name: str) -> None:
         ) from None
     phase2_settings = [{k: v for k, v in group.items() if k != "params"} for group in optimizer.param_groups]
     try:
-        optimizer.load_state_dict(state)
+        optimizer.load_state_dict(fit_optimizer_state(state, optimizer))  # across use_apex too
     except (ValueError, KeyError) as error:
         raise UserError(
             f"{found[-1]}: optimizer state does not fit this model/optimizer ({name}): {error}"

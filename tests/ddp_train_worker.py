@@ -42,7 +42,7 @@ def train_tiny(shards: list[Path], global_batch_size: int, micro_batch_size: int
 def main() -> None:
     torch.set_num_threads(1)
     folder, global_batch_size, *runs = sys.argv[1:]
-    distributed = setup_distributed("gloo")
+    distributed = setup_distributed("gloo", 5)
     shards = sorted(Path(folder).glob("*.hdf5"))
     for micro_batch_size, out in zip(runs[::2], runs[1::2]):
         weights, summary = train_tiny(shards, int(global_batch_size), int(micro_batch_size))

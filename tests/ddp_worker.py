@@ -12,7 +12,7 @@ from bert.training import TrainConfig, per_row, train
 
 def main() -> None:
     failing_rank = int(sys.argv[1])
-    distributed = setup_distributed("gloo")
+    distributed = setup_distributed("gloo", 5)
     torch.manual_seed(0)
     model = nn.Linear(4, 1)
     optimizer = build_optimizer(model, "adamw", 1e-2, 0.0)

@@ -86,7 +86,7 @@ def test_token_weighted_loss_makes_two_ranks_and_accumulation_equal_one_big_batc
 
     command = torchrun_command(
         ["tests.ddp_train_worker", str(folder), "16", "8", str(tmp_path / "2x8.pt"), "4", str(tmp_path / "2x4x2.pt")],
-        2, 1, f"localhost:{29733 + os.getpid() % 200}",
+        2, 1, f"localhost:{29733 + os.getpid() % 200}", 0,
     )  # fmt: skip
     ranks = subprocess.Popen(
         command, cwd=REPO, env=_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
@@ -110,8 +110,7 @@ def test_token_weighted_loss_makes_two_ranks_and_accumulation_equal_one_big_batc
 
 
 def test_failing_rank_fails_the_whole_job_without_hanging():
-    command = torchrun_command(["tests.ddp_worker", "1"], 2, 1, "localhost:29731")
-    command.insert(command.index("--nnodes"), "--max-restarts=0")
+    command = torchrun_command(["tests.ddp_worker", "1"], 2, 1, "localhost:29731", 0)
     result = subprocess.run(command, cwd=REPO, capture_output=True, text=True, timeout=180, env=_env())
     assert result.returncode != 0
     assert "rank 1 failed on purpose at step 3" in result.stderr
@@ -120,15 +119,15 @@ def test_failing_rank_fails_the_whole_job_without_hanging():
 def test_relaunch_only_when_more_than_one_process_and_a_failed_rank_is_one_clear_error(monkeypatch):
     monkeypatch.delenv("LOCAL_RANK", raising=False)
     monkeypatch.delenv("TORCHELASTIC_RUN_ID", raising=False)
-    assert relaunch_under_torchrun(["tests.no_such_module"], 1, 1, "localhost:29732") is False
+    assert relaunch_under_torchrun(["tests.no_such_module"], 1, 1, "localhost:29732", 0) is False
     monkeypatch.setenv("LOCAL_RANK", "0")  # already one of torchrun's ranks: do the work
-    assert relaunch_under_torchrun(["tests.no_such_module"], 2, 1, "localhost:29732") is False
+    assert relaunch_under_torchrun(["tests.no_such_module"], 2, 1, "localhost:29732", 0) is False
     monkeypatch.delenv("LOCAL_RANK")
     monkeypatch.chdir(REPO)
     with pytest.raises(
         UserError, match=r"python -m tests.no_such_module failed on at least one rank \(exit status"
     ):
-        relaunch_under_torchrun(["tests.no_such_module"], 2, 1, "localhost:29732")
+        relaunch_under_torchrun(["tests.no_such_module"], 2, 1, "localhost:29732", 0)
 
 
 def _env():

@@ -52,7 +52,10 @@ def test_phase1_phase2_export(tmp_path):
 def test_bad_phase_is_one_clear_line(tmp_path):
     result = run_stage(make_workspace(tmp_path), "stages.pretrain", "phase3")
     assert result.returncode == 1
-    assert result.stderr.strip().splitlines()[-1] == "error: usage: python -m stages.pretrain phase1|phase2"
+    assert (
+        result.stderr.strip().splitlines()[-1]
+        == "error: usage: python -m stages.pretrain phase1|phase2 [--join NODE_RANK]"
+    )
 
 
 def test_a_global_batch_that_does_not_split_is_one_line_naming_the_params(tmp_path):

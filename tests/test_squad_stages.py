@@ -130,7 +130,11 @@ def test_finetune_resumes_and_benchmark(tmp_path, uncased_vocab):
     model.save_pretrained(root / INIT, vocab_file=uncased_vocab, lower_case=True)
     assert initial.stat().st_size == size
     fresh = run(root, "stages.finetune_squad")
-    assert "other params; starting afresh" in fresh.stderr and "resumed from step" not in fresh.stderr
+    assert (
+        "written by a run with other params (files [" in fresh.stderr
+        and "resumed from step" not in fresh.stderr
+    )
+    assert "its checkpoints moved to data/checkpoints/squad/previous-" in fresh.stderr
     assert (root / "data/models/squad/model.safetensors").read_bytes() != first
 
     run(root, "stages.benchmark")

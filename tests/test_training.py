@@ -17,7 +17,17 @@ from tests.shard_fixtures import tiny_model, write_shard, write_shards, write_vo
 torch.set_num_threads(1)
 
 
-def pretrain(tmp_path, shards, max_steps, total_steps=8, workers=0, resume=True, dropout=0.1, **overrides):
+def pretrain(
+    tmp_path,
+    shards,
+    max_steps,
+    total_steps=8,
+    workers=0,
+    resume=True,
+    dropout=0.1,
+    objective=pretraining_objective,
+    **overrides,
+):
     model = tiny_model(seed=0, dropout=dropout)
     optimizer = build_optimizer(model, "lamb", 5e-3, 0.01)
     scheduler = warmup_poly_schedule(optimizer, 2, total_steps, power=0.5)
@@ -35,7 +45,7 @@ def pretrain(tmp_path, shards, max_steps, total_steps=8, workers=0, resume=True,
         progress=False,
     )
     config = TrainConfig(**{**settings, **overrides})
-    summary = train(model, data, pretraining_objective, optimizer, scheduler, config)
+    summary = train(model, data, objective, optimizer, scheduler, config)
     return model, summary
 
 

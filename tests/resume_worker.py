@@ -1,0 +1,28 @@
+"""Run by test_cluster under torchrun: rank r works in the folder argv[1 + r] (nodes that do not share
+a filesystem) and resumes a small run from its checkpoint folder `ckpt`."""
+
+import os
+import sys
+
+import torch
+from torch import nn
+
+from bert.distributed import setup_distributed
+from bert.errors import run_main
+from bert.optim import build_optimizer, warmup_poly_schedule
+from bert.training import TrainConfig, per_row, train
+
+
+def main() -> None:
+    distributed = setup_distributed("gloo", 5)
+    os.chdir(sys.argv[1 + distributed.rank])
+    model = nn.Linear(4, 1)
+    optimizer = build_optimizer(model, "adamw", 1e-2, 0.0)
+    scheduler = warmup_poly_schedule(optimizer, 0, 4)
+    config = TrainConfig(max_steps=4, save_every=2, checkpoint_dir="ckpt", progress=False)
+    batches = [{"x": torch.randn(2, 4)}]
+    train(model, batches, per_row(lambda m, b: (m(b["x"]).pow(2).mean(), {})), optimizer, scheduler, config)
+
+
+if __name__ == "__main__":
+    run_main(main)

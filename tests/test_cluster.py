@@ -1,0 +1,368 @@
+"""Training that survives a cluster, in the loop and the launcher: old checkpoints moved aside, runs
+extended, pre-emption, NCCL settings, apex interop, resume agreement between ranks."""
+
+import dataclasses
+import logging
+import os
+import signal
+import subprocess
+import sys
+import types
+
+import pytest
+import torch
+from torch import nn
+
+import bert.distributed
+from bert.checkpoints import list_checkpoints, load_checkpoint, save_checkpoint
+from bert.distributed import relaunch_under_torchrun, setup_distributed, torchrun_command
+from bert.errors import UserError
+from bert.modeling import BertForPreTraining
+from bert.optim import Lamb, build_optimizer, fit_optimizer_state, warmup_poly_schedule
+from bert.pretraining import pretraining_loss, pretraining_objective
+from bert.training import TrainConfig, per_row, train
+from tests.shard_fixtures import tiny_model, write_shards
+from tests.stage_workspace import REPO
+from tests.test_training import pretrain
+
+torch.set_num_threads(1)
+
+
+def test_changed_params_move_the_old_checkpoints_aside_naming_the_change(tmp_path, caplog):
+    shards = write_shards(tmp_path / "shards")
+    pretrain(tmp_path, shards, 4, run_signature="a", run_description={"learning_rate": 0.02, "seed": 1})
+    old = {p.name: p.read_bytes() for p in list_checkpoints(tmp_path / "checkpoints")}
+    caplog.set_level("INFO", logger="bert.checkpoints")
+    _, summary = pretrain(
+        tmp_path, shards, 2, run_signature="b", run_description={"learning_rate": 0.01, "seed": 1}
+    )
+    aside = tmp_path / "checkpoints/previous-a"
+    assert (
+        f"written by a run with other params (learning_rate 0.02 -> 0.01); its checkpoints moved to {aside}"
+        in caplog.text
+    )
+    assert {p.name: p.read_bytes() for p in list_checkpoints(aside)} == old  # kept whole, still loadable
+    assert load_checkpoint(aside / "step-00000004.pt")["signature"] == "a"
+    assert [p.name for p in list_checkpoints(tmp_path / "checkpoints")] == ["step-00000002.pt"]
+    assert summary["steps"] == 2
+
+    # back to the first params: its checkpoints stay where they are; this run's go to a folder of their own
+    pretrain(tmp_path, shards, 2, run_signature="a", run_description={"learning_rate": 0.02, "seed": 1})
+    assert sorted(p.name for p in (tmp_path / "checkpoints").iterdir() if p.is_dir()) == [
+        "previous-a",
+        "previous-b",
+    ]
+    pretrain(tmp_path, shards, 2, run_signature="a", resume=False)  # resume off: moved too, not deleted
+    assert list_checkpoints(tmp_path / "checkpoints/previous-a-2")
+
+
+def test_keep_last_prunes_only_the_top_folder(tmp_path):
+    aside = tmp_path / "previous-x"
+    aside.mkdir()
+    for step in (1, 2, 3):
+        save_checkpoint(aside, step, {"step": step}, keep_last=3)
+    for step in (4, 5, 6):
+        save_checkpoint(tmp_path, step, {"step": step}, keep_last=1)
+    assert [p.name for p in list_checkpoints(tmp_path)] == ["step-00000006.pt"]
+    assert len(list_checkpoints(aside)) == 3
+
+
+def test_larger_max_steps_extends_the_run_with_the_schedule_recomputed(tmp_path, caplog):
+    shards = write_shards(tmp_path / "shards")
+    pretrain(tmp_path, shards, 4, total_steps=4, log_every=1)
+    caplog.set_level("INFO")
+    _, summary = pretrain(tmp_path, shards, 8, total_steps=8, log_every=1)
+    assert (
+        "extending the run from step 4: max_steps 4 -> 8, the learning-rate schedule recomputed for 8 steps"
+        in caplog.text
+    )
+    assert "resumed from step 4" in caplog.text and summary["steps"] == 8
+    rows = (tmp_path / "live/plots/metrics/train/learning_rate.tsv").read_text().splitlines()[1:]
+    rates = {int(step): float(rate) for step, rate in (row.split("\t") for row in rows)}
+    # step 5 runs at the new schedule's rate (warm-up 2 of 8), not the old one's (0 after step 4)
+    assert rates[5] == pytest.approx(5e-3 * ((8 - 4) / (8 - 2)) ** 0.5)
+
+
+def test_max_steps_below_the_newest_checkpoint_is_one_clear_error(tmp_path):
+    shards = write_shards(tmp_path / "shards")
+    pretrain(tmp_path, shards, 4, total_steps=4)
+    with pytest.raises(
+        UserError,
+        match=r"step-00000004.pt: the run is at step 4, past max_steps 2.*set max_steps to 4 or more",
+    ):
+        pretrain(tmp_path, shards, 2, total_steps=2)
+    assert len(list_checkpoints(tmp_path / "checkpoints")) == 2  # untouched
+
+
+@pytest.mark.parametrize("signal_name", ["SIGTERM", "SIGUSR1"])
+def test_preemption_checkpoints_at_the_next_step_and_the_rerun_ends_with_the_same_weights(
+    tmp_path, signal_name
+):
+    shards = write_shards(tmp_path / "shards")
+    straight, _ = pretrain(tmp_path / "straight", shards, 8, dropout=0.0, save_every=100)
+
+    def preempted_at_step_3(model, batch):
+        if preempted_at_step_3.calls == 2:  # during step 3 (one micro-batch a step)
+            os.kill(os.getpid(), getattr(signal, signal_name))
+        preempted_at_step_3.calls += 1
+        return pretraining_loss(model, batch)
+
+    preempted_at_step_3.calls = 0
+    with pytest.raises(
+        UserError,
+        match=rf"^pre-empted by {signal_name} at step 3 \(checkpoint of step 3 in .*\); run the stage again to resume$",
+    ):
+        pretrain(
+            tmp_path / "split",
+            shards,
+            8,
+            dropout=0.0,
+            save_every=100,
+            objective=dataclasses.replace(pretraining_objective, loss=preempted_at_step_3),
+        )
+    assert [p.name for p in list_checkpoints(tmp_path / "split/checkpoints")] == ["step-00000003.pt"]
+    assert signal.getsignal(getattr(signal, signal_name)) is signal.SIG_DFL  # handlers restored
+    resumed, summary = pretrain(tmp_path / "split", shards, 8, dropout=0.0, save_every=100)
+    assert summary["steps"] == 8
+    for (name, a), b in zip(straight.state_dict().items(), resumed.state_dict().values()):
+        assert torch.equal(a, b), name
+
+
+def test_join_takes_a_node_rank_of_the_params_nodes():
+    from bert.distributed import node_rank_to_join
+
+    assert node_rank_to_join([], 2, "usage") == 0 and node_rank_to_join(["--join", "1"], 2, "usage") == 1
+    assert (
+        node_rank_to_join(["--join"], 2, "usage") is None
+        and node_rank_to_join(["-j", "1"], 2, "usage") is None
+    )
+    with pytest.raises(
+        UserError,
+        match=r"^--join 2: distributed.nnodes is 2 in params.yaml, so the nodes that join are 1 to 1",
+    ):
+        node_rank_to_join(["--join", "2"], 2, "usage")
+    command = torchrun_command(["stages.pretrain", "phase1"], 8, 2, "head.cluster:29500", 0, node_rank=1)
+    assert command[command.index("--node-rank") + 1 :][:5] == [
+        "1",
+        "--master-addr",
+        "head.cluster",
+        "--master-port",
+        "29500",
+    ]
+
+
+def test_torchrun_command_passes_max_restarts():
+    command = torchrun_command(["stages.pretrain", "phase1"], 8, 2, "head:29500", 3)
+    assert command[command.index("--max-restarts") + 1] == "3"
+
+
+class FakeTorchrun:
+    """Stands in for subprocess.Popen(torchrun): records its env and the signals sent to it."""
+
+    def __init__(self, command, env, on_wait=None, status=0):
+        self.env, self.signals, self.on_wait, self.status = env, [], on_wait, status
+
+    def send_signal(self, signum):
+        self.signals.append(signum)
+
+    def wait(self):
+        if self.on_wait:
+            self.on_wait()
+        return self.status
+
+
+@pytest.mark.parametrize("user_value", [None, "0"])
+def test_launcher_turns_on_nccl_async_error_handling_unless_the_user_set_it(monkeypatch, user_value):
+    monkeypatch.delenv("LOCAL_RANK", raising=False)
+    monkeypatch.delenv("TORCHELASTIC_RUN_ID", raising=False)
+    if user_value is None:
+        monkeypatch.delenv("TORCH_NCCL_ASYNC_ERROR_HANDLING", raising=False)
+    else:
+        monkeypatch.setenv("TORCH_NCCL_ASYNC_ERROR_HANDLING", user_value)
+    started = []
+    monkeypatch.setattr(
+        bert.distributed.subprocess,
+        "Popen",
+        lambda command, env: started.append(FakeTorchrun(command, env)) or started[-1],
+    )
+    assert relaunch_under_torchrun(["stages.pretrain", "phase1"], 2, 1, "localhost:1", 0) is True
+    assert started[0].env["TORCH_NCCL_ASYNC_ERROR_HANDLING"] == (user_value or "1")
+    assert {"SIGTERM", "SIGUSR1"} <= set(started[0].env["TORCHELASTIC_SIGNALS_TO_HANDLE"].split(","))
+
+
+def test_launcher_passes_a_preemption_signal_on_and_says_so(monkeypatch):
+    monkeypatch.delenv("LOCAL_RANK", raising=False)
+    monkeypatch.delenv("TORCHELASTIC_RUN_ID", raising=False)
+    started = []
+
+    def popen(command, env):
+        started.append(
+            FakeTorchrun(command, env, on_wait=lambda: os.kill(os.getpid(), signal.SIGUSR1), status=1)
+        )
+        return started[-1]
+
+    monkeypatch.setattr(bert.distributed.subprocess, "Popen", popen)
+    with pytest.raises(
+        UserError,
+        match=r"^pre-empted \(SIGUSR1\): the ranks wrote a checkpoint; run the stage again to resume$",
+    ):
+        relaunch_under_torchrun(["stages.pretrain", "phase1"], 2, 1, "localhost:1", 0)
+    assert started[0].signals == [signal.SIGTERM]  # the signal every torchrun passes on
+    assert signal.getsignal(signal.SIGUSR1) is signal.SIG_DFL
+
+
+def test_process_group_gets_the_timeout(monkeypatch):
+    seen = {}
+    monkeypatch.setenv("WORLD_SIZE", "2")
+    monkeypatch.setattr(bert.distributed.dist, "is_initialized", lambda: False)
+    monkeypatch.setattr(
+        bert.distributed.dist, "init_process_group", lambda backend, **kwargs: seen.update(kwargs)
+    )
+    monkeypatch.delenv("TORCH_NCCL_ASYNC_ERROR_HANDLING", raising=False)
+    setup_distributed("gloo", 12.5)
+    assert seen["timeout"].total_seconds() == 12.5 * 60
+    assert os.environ["TORCH_NCCL_ASYNC_ERROR_HANDLING"] == "1"
+
+
+def fused_lamb_layout(state: dict) -> dict:
+    """An optimizer state as apex's FusedLAMB keeps it: the step count in each param group."""
+    groups = []
+    for group in state["param_groups"]:
+        steps = {state["state"][i]["step"] for i in group["params"] if i in state["state"]}
+        groups.append({**group, "step": steps.pop(), "bias_correction": True, "grad_averaging": True,
+                       "max_grad_norm": float("inf"), "use_nvlamb": True})  # fmt: skip
+    per_param = {i: {k: v for k, v in values.items() if k != "step"} for i, values in state["state"].items()}
+    return {"state": per_param, "param_groups": groups}
+
+
+def test_optimizer_state_converts_from_fused_lamb_and_back():
+    model = nn.Sequential(nn.Linear(4, 4), nn.LayerNorm(4))
+    optimizer = build_optimizer(model, "lamb", 1e-2, 0.01)
+    for _ in range(3):
+        model(torch.randn(3, 4)).pow(2).sum().backward()
+        optimizer.step()
+    ours = optimizer.state_dict()
+
+    # FusedLAMB's layout into our Lamb: the per-parameter step comes back
+    fitted = fit_optimizer_state(fused_lamb_layout(ours), optimizer)
+    assert all(values["step"] == 3 for values in fitted["state"].values()) and len(fitted["state"]) == 4
+    assert all("step" not in group for group in fitted["param_groups"])
+
+    # ours into FusedLAMB's layout: one step per group, its own settings filled in from the optimizer
+    class FusedLAMB(torch.optim.Optimizer):  # apex's class by name, with its defaults
+        def __init__(self, params):
+            super().__init__(params, {"lr": 1e-3, "betas": (0.9, 0.999), "eps": 1e-6, "weight_decay": 0.01,
+                                      "bias_correction": True, "grad_averaging": True,
+                                      "max_grad_norm": float("inf"), "use_nvlamb": True})  # fmt: skip
+
+    from bert.optim import parameter_groups
+
+    fused = FusedLAMB(parameter_groups(model, 0.01))
+    to_fused = fit_optimizer_state(ours, fused)
+    assert [group["step"] for group in to_fused["param_groups"]] == [3, 3]
+    assert all("step" not in values for values in to_fused["state"].values())
+    assert all(group["use_nvlamb"] is True for group in to_fused["param_groups"])
+    fused.load_state_dict(to_fused)
+    assert fused.param_groups[0]["step"] == 3 and fused.param_groups[0]["lr"] == 1e-2
+
+
+def test_resume_through_fused_lamb_layout_matches_the_uninterrupted_run():
+    torch.manual_seed(0)
+    data = [torch.randn(3, 4, generator=torch.Generator().manual_seed(s)) for s in range(5)]
+
+    def run(model, optimizer, batches):
+        for x in batches:
+            model(x).pow(2).sum().backward()
+            optimizer.step()
+            optimizer.zero_grad()
+
+    def fresh():
+        torch.manual_seed(0)
+        model = nn.Sequential(nn.Linear(4, 4), nn.LayerNorm(4))
+        return model, build_optimizer(model, "lamb", 1e-2, 0.01)
+
+    straight, straight_optimizer = fresh()
+    run(straight, straight_optimizer, data)
+    first, first_optimizer = fresh()
+    run(first, first_optimizer, data[:3])
+    saved_state = fused_lamb_layout(first_optimizer.state_dict())  # as a FusedLAMB run would have saved it
+    second, second_optimizer = fresh()
+    second.load_state_dict(first.state_dict())
+    second_optimizer.load_state_dict(fit_optimizer_state(saved_state, second_optimizer))
+    run(second, second_optimizer, data[3:])
+    for a, b in zip(straight.parameters(), second.parameters()):
+        assert torch.equal(a, b)
+
+
+def test_apex_that_fails_to_build_falls_back_with_one_line(monkeypatch, caplog):
+    def broken(*args, **kwargs):
+        raise RuntimeError("apex was built without its CUDA extensions")
+
+    apex = types.ModuleType("apex")
+    apex.optimizers = types.ModuleType("apex.optimizers")
+    apex.normalization = types.ModuleType("apex.normalization")
+    apex.optimizers.FusedLAMB = broken
+    apex.normalization.FusedLayerNorm = broken
+    for name, module in {
+        "apex": apex,
+        "apex.optimizers": apex.optimizers,
+        "apex.normalization": apex.normalization,
+    }.items():
+        monkeypatch.setitem(sys.modules, name, module)
+    monkeypatch.setattr("bert.modeling._APEX_REPORTED", set())
+    with caplog.at_level(logging.INFO):
+        model = tiny_model()
+        model = BertForPreTraining(model.config, apex_layer_norm=True)
+        optimizer = build_optimizer(model, "lamb", 1e-3, 0.01, use_apex=True)
+    assert isinstance(optimizer, Lamb)
+    assert all(isinstance(m, nn.LayerNorm) for m in model.modules() if "Norm" in type(m).__name__)
+    lines = [r.getMessage() for r in caplog.records]
+    assert (
+        sum("FusedLayerNorm is not usable (RuntimeError: apex was built without" in line for line in lines)
+        == 1
+    )
+    assert sum("FusedLAMB is not usable (RuntimeError: apex was built without" in line for line in lines) == 1
+
+
+def test_ranks_that_cannot_read_rank_0s_checkpoint_stop_the_job_naming_it(tmp_path):
+    """Three ranks, each in its own folder (three nodes without a shared filesystem): rank 1 has no
+    copy of the checkpoint rank 0 resumes, rank 2 another one."""
+    folders = [tmp_path / f"node{rank}" for rank in range(3)]
+    for folder in folders:
+        folder.mkdir()
+    model = nn.Linear(4, 1)
+    optimizer = build_optimizer(model, "adamw", 1e-2, 0.0)
+    config = TrainConfig(max_steps=2, save_every=2, checkpoint_dir=folders[0] / "ckpt", progress=False)
+    square = per_row(lambda m, b: (m(b["x"]).pow(2).mean(), {}))
+    train(model, [{"x": torch.randn(2, 4)}], square, optimizer, warmup_poly_schedule(optimizer, 0, 4), config)
+    (folders[2] / "ckpt").mkdir()
+    (folders[2] / "ckpt/step-00000002.pt").write_bytes(b"another file")
+    command = torchrun_command(
+        ["tests.resume_worker", *map(str, folders)], 3, 1, f"localhost:{29600 + os.getpid() % 300}", 0
+    )
+    env = {**os.environ, "PYTHONPATH": str(REPO), "OMP_NUM_THREADS": "1"}
+    result = subprocess.run(command, cwd=REPO, capture_output=True, text=True, timeout=180, env=env)
+    assert result.returncode != 0
+    assert (
+        "error: ckpt/step-00000002.pt: rank 0 resumes from it (step 2) but on rank 1 it is missing, "
+        "on rank 2 it holds other bytes" in result.stderr
+    ), result.stderr[-3000:]
+    assert "the checkpoint folder must be one filesystem that every node shares" in result.stderr
+
+
+def test_a_signal_to_one_rank_stops_every_rank_at_the_same_step(tmp_path):
+    command = torchrun_command(
+        ["tests.preempt_worker", str(tmp_path)], 2, 1, f"localhost:{29900 + os.getpid() % 90}", 0
+    )
+    env = {**os.environ, "PYTHONPATH": str(REPO), "OMP_NUM_THREADS": "1"}
+    result = subprocess.run(command, cwd=REPO, capture_output=True, text=True, timeout=180, env=env)
+    assert result.returncode != 0
+    assert (
+        f"error: pre-empted by SIGUSR1 at step 3 (checkpoint of step 3 in {tmp_path})" in result.stderr
+    )  # rank 1
+    assert "error: pre-empted by a signal to another rank at step 3" in result.stderr, result.stderr[
+        -3000:
+    ]  # rank 0
+    (checkpoint,) = list_checkpoints(tmp_path)
+    state = load_checkpoint(checkpoint)
+    assert state["step"] == 3 and len(state["rng"]) == 2
