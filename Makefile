@@ -34,8 +34,8 @@ test-fast: $(STAMP) lint
 	$(BIN)/python -m pytest -q -m "not slow"
 
 lint: $(STAMP)
-	$(BIN)/ruff check bert stages tests bench sample_world
-	$(BIN)/ruff format --check bert stages tests bench sample_world
+	$(BIN)/ruff check bert stages tests bench sample_world scripts
+	$(BIN)/ruff format --check bert stages tests bench sample_world scripts
 
 sample: $(STAMP)
 	$(BIN)/python -m sample_world --out data/sample --seed 0

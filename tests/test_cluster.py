@@ -366,3 +366,27 @@ def test_a_signal_to_one_rank_stops_every_rank_at_the_same_step(tmp_path):
     (checkpoint,) = list_checkpoints(tmp_path)
     state = load_checkpoint(checkpoint)
     assert state["step"] == 3 and len(state["rng"]) == 2
+
+
+def test_set_params_writes_the_job_into_params_yaml_keeping_comments_or_changes_nothing(tmp_path):
+    from scripts.set_params import set_params
+    from stages.params import load_params
+
+    path = tmp_path / "params.yaml"
+    path.write_text((REPO / "params.yaml").read_text())
+    set_params(path, ["distributed.nnodes=4", "distributed.rdzv_endpoint=node17:29500"])
+    params = load_params(path)
+    assert params.distributed.nnodes == 4 and params.distributed.rdzv_endpoint == "node17:29500"
+    assert "# a collective waiting longer for a lost rank" in path.read_text()  # comments kept
+    before = path.read_bytes()
+    for assignments, words in [
+        (["distributed.nodes=2"], "distributed.nodes is not a key of params.yaml"),
+        (["cluster.nnodes=2"], "there is no section 'cluster'"),
+        (["distributed.nnodes=0"], "distributed.nnodes is 0"),
+        (["distributed.nnodes"], "expected SECTION.KEY=VALUE"),
+        ([], "usage: python -m scripts.set_params"),
+    ]:
+        with pytest.raises(UserError, match=words):
+            set_params(path, assignments)
+        assert path.read_bytes() == before
+    assert not [p for p in tmp_path.iterdir() if p.name != "params.yaml"]  # no temporaries left

@@ -1,0 +1,55 @@
+"""Set values in params.yaml from the command line, keeping its comments and layout:
+
+    python -m scripts.set_params distributed.nnodes=4 distributed.rdzv_endpoint=node17:29500
+
+Each value is read as YAML (4 is a number, true a boolean, node17:29500 a string). The result is
+checked with the stages' own schema before it replaces params.yaml, so a misspelt key or a value
+out of range is one line and the file is left as it was. The SLURM script uses it to write the
+job's nodes into params.yaml, where every node (and `dvc repro`) reads them.
+"""
+
+import io
+import sys
+from pathlib import Path
+
+import yaml
+from ruamel.yaml import YAML  # DVC's own YAML library: keeps comments and layout
+
+from bert.atomic import atomic_file
+from bert.errors import UserError, run_main
+from stages.params import PARAMS_FILE, load_params
+
+USAGE = "usage: python -m scripts.set_params SECTION.KEY=VALUE ..."
+
+
+def set_params(path: Path, assignments: list[str]) -> None:
+    if not assignments:
+        raise UserError(USAGE)
+    round_trip = YAML()
+    document = round_trip.load(path.read_text(encoding="utf-8"))
+    for assignment in assignments:
+        dotted, equals, text = assignment.partition("=")
+        if not equals or not dotted:
+            raise UserError(f"{assignment!r}: expected SECTION.KEY=VALUE; {USAGE}")
+        *parents, last = dotted.split(".")
+        node = document
+        for key in parents:
+            if not isinstance(node, dict) or key not in node:
+                raise UserError(f"{path}: {dotted}: there is no section {key!r} to set it in")
+            node = node[key]
+        if not isinstance(node, dict) or last not in node:
+            raise UserError(f"{path}: {dotted} is not a key of params.yaml (a new key would be ignored)")
+        node[last] = yaml.safe_load(text)
+    buffer = io.StringIO()
+    round_trip.dump(document, buffer)
+    with atomic_file(path) as temporary:  # replaces params.yaml only if the schema accepts it
+        temporary.write_text(buffer.getvalue(), encoding="utf-8")
+        load_params(temporary)  # one line naming the key when a value does not fit
+
+
+def main() -> None:
+    set_params(Path(PARAMS_FILE), sys.argv[1:])
+
+
+if __name__ == "__main__":
+    run_main(main)

@@ -1,0 +1,264 @@
+"""The pretraining stage as a cluster uses it, in a throw-away project: changed params keep the old
+checkpoints, a larger max_steps extends the run, SIGTERM pre-empts 2 ranks and the re-run resumes."""
+
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+import torch
+
+from bert.checkpoints import list_checkpoints, load_checkpoint
+from tests.stage_workspace import REPO, make_workspace, run_stage, set_params
+
+CHECKPOINTS = "data/checkpoints/phase1"
+
+
+def test_extending_a_run_and_changing_its_params_never_lose_checkpoints(tmp_path):
+    root = make_workspace(tmp_path / "run")
+    assert run_stage(root, "stages.pretrain", "phase1").returncode == 0
+
+    set_params(root, {"pretrain.phase1.max_steps": 12})  # extend: 8 -> 12 steps
+    extended = run_stage(root, "stages.pretrain", "phase1")
+    assert extended.returncode == 0, extended.stderr[-3000:]
+    assert (
+        "extending the run from step 8: max_steps 8 -> 12, the learning-rate schedule recomputed"
+        in extended.stderr
+    )
+    assert "resumed from step 8" in extended.stderr
+    kept = {p.name: p.read_bytes() for p in list_checkpoints(root / CHECKPOINTS)}
+    assert list(kept) == ["step-00000008.pt", "step-00000012.pt"]
+
+    set_params(root, {"pretrain.phase1.learning_rate": 0.01})  # another run: the old one moves aside
+    changed = run_stage(root, "stages.pretrain", "phase1")
+    assert changed.returncode == 0, changed.stderr[-3000:]
+    (aside,) = [p for p in (root / CHECKPOINTS).iterdir() if p.is_dir()]
+    assert (
+        f"{CHECKPOINTS}/step-00000012.pt: written by a run with other params (learning_rate 0.02 -> 0.01); "
+        f"its checkpoints moved to {CHECKPOINTS}/{aside.name}, starting afresh" in changed.stderr
+    )
+    assert {p.name: p.read_bytes() for p in list_checkpoints(aside)} == kept
+    assert load_checkpoint(aside / "step-00000012.pt")["step"] == 12
+    assert "resumed from" not in changed.stderr
+
+    set_params(
+        root, {"pretrain.phase1.max_steps": 5}
+    )  # below the newest checkpoint: one line, nothing touched
+    lowered = run_stage(root, "stages.pretrain", "phase1")
+    assert lowered.returncode == 1
+    assert (
+        lowered.stderr.strip()
+        .splitlines()[-1]
+        .startswith(f"error: {CHECKPOINTS}/step-00000012.pt: the run is at step 12, past max_steps 5")
+    )
+
+
+def final_weights(root):
+    return load_checkpoint(list_checkpoints(root / CHECKPOINTS)[-1])["model"]
+
+
+@pytest.mark.slow
+def test_sigterm_preempts_two_ranks_and_the_rerun_ends_with_the_weights_of_an_uninterrupted_run(tmp_path):
+    steps = 200
+    straight = make_workspace(tmp_path / "straight", nproc=2, micro_batch_size=4)
+    set_params(straight, {"pretrain.phase1.max_steps": steps, "pretrain.save_every": 1000})
+    preempted = tmp_path / "preempted"
+    shutil.copytree(straight, preempted)
+    set_params(preempted, {"distributed.rdzv_endpoint": f"localhost:{29400 + os.getpid() % 100}"})
+    assert run_stage(straight, "stages.pretrain", "phase1").returncode == 0
+
+    env = {**os.environ, "PYTHONPATH": str(REPO), "OMP_NUM_THREADS": "1"}
+    process = subprocess.Popen([sys.executable, "-m", "stages.pretrain", "phase1"], cwd=preempted, env=env,
+                               stderr=subprocess.PIPE, stdout=subprocess.DEVNULL, text=True)  # fmt: skip
+    curve = preempted / "dvclive/pretrain_phase1/plots/metrics/train/loss.tsv"
+    deadline = time.monotonic() + 120
+    while not (curve.is_file() and len(curve.read_text().splitlines()) > 3) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    process.send_signal(signal.SIGTERM)
+    _, stderr = process.communicate(timeout=120)
+    assert process.returncode == 1, stderr[-3000:]
+    assert stderr.strip().splitlines()[-1] == (
+        "error: pre-empted (SIGTERM): the ranks wrote a checkpoint; run the stage again to resume"
+    )
+    (checkpoint,) = list_checkpoints(preempted / CHECKPOINTS)
+    step = load_checkpoint(checkpoint)["step"]
+    assert 3 <= step < steps
+    assert f"pre-empted by SIGTERM at step {step} (checkpoint of step {step} in {CHECKPOINTS})" in stderr
+
+    resumed = run_stage(preempted, "stages.pretrain", "phase1")
+    assert resumed.returncode == 0, resumed.stderr[-3000:]
+    assert f"resumed from step {step}" in resumed.stderr
+    expected = final_weights(straight)
+    for name, value in final_weights(preempted).items():
+        assert torch.equal(value, expected[name]), name
+
+
+@pytest.fixture(scope="module")
+def one_node_two_ranks(tmp_path_factory):
+    root = make_workspace(tmp_path_factory.mktemp("one_node"), nproc=2, micro_batch_size=4)
+    result = run_stage(root, "stages.pretrain", "phase1")
+    assert result.returncode == 0, result.stderr[-3000:]
+    return root
+
+
+@pytest.mark.slow
+def test_two_nodes_under_dvc_repro_equal_one_node_with_two_gpus(tmp_path, one_node_two_ranks):
+    """Node 0 runs `dvc repro`; node 1 (here: another folder, as another machine's copy of the
+    workspace) joins with one command that never touches DVC. Same weights as 1 node x 2 ranks."""
+    from tests.test_faults import BIN, _dvc, _dvc_project, _env
+
+    head = make_workspace(tmp_path / "head", nproc=1, micro_batch_size=4)
+    set_params(
+        head, {"distributed.nnodes": 2, "distributed.rdzv_endpoint": f"127.0.0.1:{29300 + os.getpid() % 100}"}
+    )
+    node1 = tmp_path / "node1"
+    shutil.copytree(head, node1)
+    before = {p: p.read_bytes() for p in node1.rglob("*") if p.is_file()}
+    _dvc_project(head, "python -m stages.pretrain phase1")
+    joined = subprocess.Popen([sys.executable, "-m", "stages.pretrain", "phase1", "--join", "1"], cwd=node1,
+                              env=_env(), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)  # fmt: skip
+    repro = _dvc(head, "repro", "pretrain_phase1")
+    join_log, _ = joined.communicate(timeout=120)
+    assert repro.returncode == 0, repro.stdout[-3000:] + repro.stderr[-3000:]
+    assert joined.returncode == 0, join_log[-3000:]
+    assert "--node-rank 1" in join_log and "--node-rank 0" in repro.stdout + repro.stderr
+    assert "data/models/phase1" in (head / "dvc.lock").read_text()
+    assert {p: p.read_bytes() for p in node1.rglob("*") if p.is_file()} == before  # wrote nothing
+    assert not (node1 / ".dvc").exists() and BIN.is_dir()
+
+    expected = final_weights(one_node_two_ranks)
+    for name, value in final_weights(head).items():
+        assert torch.equal(value, expected[name]), name
+
+
+def _without_last_checkpoint(source, copy, changes):
+    """A copy of a finished run as if it had been killed after its step-4 checkpoint, with `changes`."""
+    shutil.copytree(source, copy)
+    list_checkpoints(copy / CHECKPOINTS)[-1].unlink()
+    shutil.rmtree(copy / "data/models/phase1")
+    set_params(copy, changes)
+    return copy
+
+
+def _assert_close_weights(ours, reference):
+    """2 ranks and 1 rank x 2 accumulation steps add the same gradients in another order."""
+    for name, value in ours.items():
+        torch.testing.assert_close(value, reference[name], rtol=1e-4, atol=1e-5, msg=name)
+
+
+def test_a_resume_on_another_world_size_ends_where_the_uninterrupted_run_ends(tmp_path):
+    """2 -> 1 and 1 -> 2 ranks through the real stage, global batch 8 (micro-batch 4): the resumed
+    run trains the same rows with the same token-weighted loss as the uninterrupted one."""
+    on_two = make_workspace(tmp_path / "two", nproc=2, micro_batch_size=4)
+    on_one = make_workspace(tmp_path / "one", nproc=1, micro_batch_size=4)
+    for root in (on_two, on_one):
+        result = run_stage(root, "stages.pretrain", "phase1")
+        assert result.returncode == 0, result.stderr[-3000:]
+    assert load_checkpoint(list_checkpoints(on_two / CHECKPOINTS)[-1])["step"] == 8
+    _assert_close_weights(final_weights(on_two), final_weights(on_one))
+
+    port = f"localhost:{29200 + os.getpid() % 100}"
+    for source, copy, changes, change in [
+        (on_two, tmp_path / "two_then_one", {"distributed.nproc_per_node": 1},
+         "grad_accum_steps 1 -> 2, world_size 2 -> 1"),
+        (on_one, tmp_path / "one_then_two", {"distributed.nproc_per_node": 2, "distributed.rdzv_endpoint": port},
+         "grad_accum_steps 2 -> 1, world_size 1 -> 2"),
+    ]:  # fmt: skip
+        resumed = run_stage(_without_last_checkpoint(source, copy, changes), "stages.pretrain", "phase1")
+        assert resumed.returncode == 0, resumed.stderr[-3000:]
+        assert "resumed from step 4 " in resumed.stderr
+        assert f"resuming a run begun with other settings ({change})" in resumed.stderr
+        _assert_close_weights(final_weights(copy), final_weights(source))
+
+
+def _ranks(launcher: subprocess.Popen) -> list[int]:
+    """The pids of the training ranks under a stage's process: torchrun's children."""
+    import psutil
+
+    torchrun = [
+        p for p in psutil.Process(launcher.pid).children() if "torch.distributed.run" in " ".join(p.cmdline())
+    ]
+    return [child.pid for process in torchrun for child in process.children()]
+
+
+@pytest.mark.slow
+def test_a_rank_killed_is_restarted_by_torchrun_and_the_run_ends_with_the_uninterrupted_weights(tmp_path):
+    """distributed.max_restarts 1: kill -9 of one rank mid-run; torchrun restarts both, they resume
+    from the newest checkpoint, and the stage ends well, its curve holding every step once."""
+    steps = 120
+    straight = make_workspace(tmp_path / "straight", nproc=2, micro_batch_size=4)
+    set_params(
+        straight,
+        {"pretrain.phase1.max_steps": steps, "pretrain.save_every": 10, "distributed.max_restarts": 1},
+    )
+    killed = tmp_path / "killed"
+    shutil.copytree(straight, killed)
+    set_params(killed, {"distributed.rdzv_endpoint": f"localhost:{29100 + os.getpid() % 100}"})
+    assert run_stage(straight, "stages.pretrain", "phase1").returncode == 0
+
+    env = {**os.environ, "PYTHONPATH": str(REPO), "OMP_NUM_THREADS": "1"}
+    process = subprocess.Popen([sys.executable, "-m", "stages.pretrain", "phase1"], cwd=killed, env=env,
+                               stderr=subprocess.PIPE, stdout=subprocess.DEVNULL, text=True)  # fmt: skip
+    curve = killed / "dvclive/pretrain_phase1/plots/metrics/train/loss.tsv"
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline and not (
+        list_checkpoints(killed / CHECKPOINTS)
+        and curve.is_file()
+        and len(curve.read_text().splitlines()) > 15
+    ):
+        time.sleep(0.05)
+    ranks = _ranks(process)
+    assert len(ranks) == 2
+    os.kill(ranks[1], signal.SIGKILL)
+    _, stderr = process.communicate(timeout=180)
+    assert process.returncode == 0, stderr[-3000:]
+    assert "resumed from step " in stderr
+    expected = final_weights(straight)
+    for name, value in final_weights(killed).items():
+        assert torch.equal(value, expected[name]), name
+    rows = curve.read_text().splitlines()
+    step_column = rows[0].split("\t").index("step")
+    assert [int(row.split("\t")[step_column]) for row in rows[1:]] == list(range(1, steps + 1))
+
+
+FAKE_SRUN = """#!/bin/bash
+# srun's part here: the command once per node, at once, each with its SLURM_NODEID
+while [[ "$1" == --* ]]; do shift; done
+pids=()
+for node in $(seq 0 $((SLURM_NNODES - 1))); do SLURM_NODEID=$node "$@" & pids+=($!); done
+status=0
+for pid in "${pids[@]}"; do wait "$pid" || status=1; done
+exit $status
+"""
+
+
+@pytest.mark.slow
+def test_the_slurm_script_runs_dvc_on_the_head_and_joins_the_other_node(tmp_path, one_node_two_ranks):
+    """scripts/slurm_pretrain.sbatch with srun and scontrol played on 127.0.0.1: two nodes, one
+    rank each, in one shared folder. params.yaml gets the job's nodes, node 0's `dvc repro`
+    records the outputs, and the weights are those of one node with 2 ranks."""
+    from tests.test_faults import _dvc_project, _env
+
+    fake = tmp_path / "bin"
+    fake.mkdir()
+    (fake / "srun").write_text(FAKE_SRUN)
+    (fake / "scontrol").write_text("#!/bin/bash\nprintf '127.0.0.1\\nlocalhost\\n'\n")
+    for tool in fake.iterdir():
+        tool.chmod(0o755)
+    root = make_workspace(tmp_path / "job", nproc=1, micro_batch_size=4)
+    _dvc_project(root, "python -m stages.pretrain phase1")
+    env = {**_env(), "PATH": f"{fake}{os.pathsep}{_env()['PATH']}", "SLURM_NNODES": "2",
+           "SLURM_JOB_NODELIST": "fake[0-1]", "GPUS_PER_NODE": "1", "PORT": str(29000 + os.getpid() % 100)}  # fmt: skip
+    job = subprocess.run(["bash", str(REPO / "scripts/slurm_pretrain.sbatch"), "phase1"], cwd=root, env=env,
+                         capture_output=True, text=True, timeout=300)  # fmt: skip
+    assert job.returncode == 0, job.stdout[-3000:] + job.stderr[-3000:]
+    params = (root / "params.yaml").read_text()
+    assert "nnodes: 2" in params and f"rdzv_endpoint: 127.0.0.1:{env['PORT']}" in params
+    assert "--node-rank 1" in job.stderr and "--node-rank 0" in job.stdout + job.stderr
+    assert "data/models/phase1" in (root / "dvc.lock").read_text()
+    expected = final_weights(one_node_two_ranks)
+    for name, value in final_weights(root).items():
+        assert torch.equal(value, expected[name]), name
