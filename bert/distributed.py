@@ -213,8 +213,15 @@ def relaunch_under_torchrun(
             f"pre-empted ({received[0]}): the ranks wrote a checkpoint; run the stage again to resume"
         )
     if status:
+        where = "see the rank's error above"
+        if (
+            nnodes > 1 and node_rank == 0
+        ):  # a rendezvous timeout names no rank: the likely cause is a node that never came
+            where += (
+                f"; a rendezvous timeout means not all {nnodes} nodes started: on each other node run "
+                f"`python -m {' '.join(module_args)} --join N` (N = 1 to {nnodes - 1}), not `dvc repro`"
+            )
         raise UserError(
-            f"python -m {' '.join(module_args)} failed on at least one rank (exit status {status}); "
-            "see the rank's error above"
+            f"python -m {' '.join(module_args)} failed on at least one rank (exit status {status}); {where}"
         )
     return True

@@ -390,3 +390,20 @@ def test_set_params_writes_the_job_into_params_yaml_keeping_comments_or_changes_
             set_params(path, assignments)
         assert path.read_bytes() == before
     assert not [p for p in tmp_path.iterdir() if p.name != "params.yaml"]  # no temporaries left
+
+
+def test_a_head_whose_nodes_never_joined_says_how_to_start_them(monkeypatch):
+    monkeypatch.delenv("LOCAL_RANK", raising=False)
+    monkeypatch.delenv("TORCHELASTIC_RUN_ID", raising=False)
+    monkeypatch.setattr(
+        bert.distributed.subprocess, "Popen", lambda command, env: FakeTorchrun(command, env, status=1)
+    )
+    with pytest.raises(UserError) as raised:
+        relaunch_under_torchrun(["stages.pretrain", "phase1"], 8, 3, "head:29500", 0)
+    assert str(raised.value).endswith(
+        "a rendezvous timeout means not all 3 nodes started: on each other node run "
+        "`python -m stages.pretrain phase1 --join N` (N = 1 to 2), not `dvc repro`"
+    )
+    with pytest.raises(UserError) as raised:  # a joining node gets no such advice
+        relaunch_under_torchrun(["stages.pretrain", "phase1"], 8, 3, "head:29500", 0, node_rank=1)
+    assert str(raised.value).endswith("see the rank's error above")
