@@ -1,9 +1,11 @@
 """Outputs that are complete or absent: the one way every stage, tool and `save_pretrained` write a
 file or a folder, so a failed, killed or disk-full run never leaves half-written output behind.
 
-Temporary names are `.<output name>.tmp-<pid>-<random>` beside the output. Every write sweeps the
-temporaries of dead processes from the folder it writes into: a killed stage that DVC later restores
-from its run cache never runs again, so its own cleanup alone would leave them there for good.
+Temporary names are `.<output name>.tmp-<pid>@<host>-<random>` beside the output. Every write
+sweeps the temporaries of dead processes of this host from the folder it writes into: a killed
+stage that DVC later restores from its run cache never runs again, so its own cleanup alone would
+leave them there for good. Another host's temporaries (Dask workers writing into a shared folder)
+are never touched: whether their process lives cannot be told from here.
 """
 
 import contextlib
@@ -11,6 +13,7 @@ import json
 import os
 import re
 import shutil
+import socket
 import stat
 import tempfile
 from collections.abc import Iterator
@@ -31,7 +34,7 @@ def atomic_folder(out_dir: str | Path) -> Iterator[Path]:
         out_dir.parent.mkdir(parents=True, exist_ok=True)
         _clear_interrupted(out_dir)
         _sweep_dead_temporaries(out_dir.parent)
-        tmp_dir = Path(tempfile.mkdtemp(prefix=f".{out_dir.name}.tmp-{os.getpid()}-", dir=out_dir.parent))
+        tmp_dir = Path(tempfile.mkdtemp(prefix=_temporary_prefix(out_dir.name), dir=out_dir.parent))
     except OSError as error:
         raise UserError(
             f"{out_dir}: cannot write the output folder ({error.strerror}: {error.filename}); "
@@ -67,7 +70,15 @@ def _clear_interrupted(out_dir: Path) -> None:
         shutil.rmtree(tmp)
 
 
-TEMPORARY_NAME = re.compile(r"\.(?P<name>.+)\.(?:tmp-(?P<pid>\d+)-[a-z0-9_]+|old-(?P<old_pid>\d+))")
+HOST = re.sub(r"[^A-Za-z0-9.-]", "_", socket.gethostname()) or "localhost"
+# names without a host predate it: this host's
+TEMPORARY_NAME = re.compile(
+    r"\.(?P<name>.+)\.(?:tmp-(?P<pid>\d+)(?:@(?P<host>[A-Za-z0-9._-]+?))?-[a-z0-9_]+|old-(?P<old_pid>\d+))"
+)
+
+
+def _temporary_prefix(name: str) -> str:
+    return f".{name}.tmp-{os.getpid()}@{HOST}-"
 
 
 def _sweep_dead_temporaries(folder: Path) -> None:
@@ -76,7 +87,7 @@ def _sweep_dead_temporaries(folder: Path) -> None:
     writing beside each other, another run) are theirs to finish."""
     for entry in os.scandir(folder):
         match = TEMPORARY_NAME.fullmatch(entry.name)
-        if not match or _is_alive(int(match["pid"] or match["old_pid"])):
+        if not match or match["host"] not in (None, HOST) or _is_alive(int(match["pid"] or match["old_pid"])):
             continue
         if match["old_pid"] and not (folder / match["name"]).exists():
             continue  # atomic_folder of that output puts it back (_clear_interrupted)
@@ -129,10 +140,8 @@ def atomic_file(path: str | Path) -> Iterator[Path]:
     path = Path(path)
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
-        for stale in path.parent.glob(f".{path.name}.tmp-*"):  # left by a writer that was killed
-            stale.unlink(missing_ok=True)
         _sweep_dead_temporaries(path.parent)
-        fd, tmp_name = tempfile.mkstemp(prefix=f".{path.name}.tmp-{os.getpid()}-", dir=path.parent)
+        fd, tmp_name = tempfile.mkstemp(prefix=_temporary_prefix(path.name), dir=path.parent)
         os.close(fd)
     except OSError as error:
         raise UserError(

@@ -76,9 +76,14 @@ class ShardWriter:
         self.file = h5py.File(self.raw, "w")
         self.rows = 0
         widths = {"seq": max_seq_length, "pred": max_predictions, None: None}
+        # One handle per dataset for the file's whole life, flushed in LAYOUT order at the end:
+        # HDF5 places a chunk when it leaves the chunk cache, which a dataset's last handle
+        # closing also does. Handles opened per append closed whenever Python freed them (later
+        # in a Dask worker), which moved the chunks: same rows, other file bytes.
+        self.datasets = []
         for name, dtype, width in LAYOUT:
             shape = (0,) if widths[width] is None else (0, widths[width])
-            self.file.create_dataset(
+            dataset = self.file.create_dataset(
                 name,
                 shape=shape,
                 maxshape=(None,) + shape[1:],
@@ -87,13 +92,13 @@ class ShardWriter:
                 track_times=False,
                 **(HDF5_FILTERS[dtype] if compressed else {}),
             )
+            self.datasets.append(dataset)
         for key, value in sorted(attrs.items()):
             self.file.attrs[key] = value
 
     def append(self, batch: dict[str, np.ndarray]) -> None:
         count = len(batch["input_ids"])
-        for name, dtype, _ in LAYOUT:
-            dataset = self.file[name]
+        for dataset, (name, dtype, _) in zip(self.datasets, LAYOUT):
             dataset.resize(self.rows + count, axis=0)
             dataset[self.rows :] = batch[name].astype(dtype, copy=False)
         self.rows += count
@@ -103,6 +108,9 @@ class ShardWriter:
         return self
 
     def __exit__(self, kind, error, traceback) -> None:
+        for dataset in self.datasets:
+            dataset.id.flush()
+        self.datasets.clear()
         self.file.close()
         self.raw.close()
         self.raw.raise_failure()  # a write that failed while closing (the last chunks)

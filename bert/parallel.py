@@ -1,10 +1,21 @@
-"""Worker processes for the data stages (extract_wikipedia, shard, examples): tasks run on a pool
-of processes and their results come back in task order, so an output is the same bytes whatever
-the number of workers.
+"""Where the data stages' tasks run (documents@wikipedia, shard, examples): the task engine.
 
-A worker killed from outside (the OOM killer, kill -9) breaks the pool: the stage stops with a
-UserError naming the task instead of waiting forever for the dead worker's result, and as its
-outputs are written through bert.atomic, nothing half-made is published.
+A stage is the driver: it lists its tasks (fixed by the input and seeded by (seed, task index),
+never by the number of workers), the engine runs them, and the results come back in task order,
+so an output is the same bytes on every scheduler and with any number of workers.
+`Compute(scheduler, num_workers)` chooses the engine (params.yaml `compute`):
+  - `local`: a process pool on this machine (one worker: this process);
+  - `dask`: a Dask LocalCluster on this machine, `num_workers` single-threaded processes;
+  - `tcp://host:8786`: a running Dask scheduler, whose workers may be on many machines (started
+    by dask-jobqueue's SLURMCluster, dask-mpi, or `dask scheduler` / `dask worker` by hand). They
+    must import this checkout's `bert` and see its files at the same paths (a shared filesystem).
+Tasks are module-level functions of plain values (paths, numbers, lists), and a worker's set-up
+(`initializer(*initargs)`) reads files: nothing depends on what a forked process inherits.
+
+A worker killed from outside (the OOM killer, kill -9): the local pool stops the stage with a
+UserError naming the task, instead of waiting forever for the dead worker's result; Dask runs the
+task again on another worker, and stops the stage the same way only when workers keep dying on
+it. As outputs are written through bert.atomic, nothing half-made is published.
 """
 
 import multiprocessing
@@ -13,41 +24,57 @@ from collections import deque
 from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import ProcessPoolExecutor, wait
 from concurrent.futures.process import BrokenProcessPool
-from itertools import islice
+from itertools import count, islice
 
 from tqdm import tqdm
 
+from bert.compute import Compute, is_scheduler_address
 from bert.errors import UserError
 
 TASKS_AHEAD_PER_WORKER = 4  # queued tasks per worker: workers never wait, memory stays bounded
+# The local pool forks (fast to start); tasks need nothing a fork inherits (tested with spawn).
+START_METHOD = "fork"
+CONNECT_TIMEOUT = "30s"  # to a Dask scheduler given by its address
 
 
 class Workers:
-    """`num_workers` processes, forked at the first task (so they share what the parent has set
-    up by then), or with one worker, this process. `initializer(*initargs)` runs once in each.
-    Leaving the `with` block on an error stops the workers without waiting for their tasks."""
+    """The workers of one stage: `with Workers(compute, initializer, initargs) as workers:` then
+    `workers.map(function, tasks, describe)`. `compute` may be a number of local workers. With
+    one local worker the tasks run in this process. `initializer(*initargs)` runs once in each
+    worker process before its first task. Leaving the `with` block on an error stops the workers
+    without waiting for their tasks."""
 
-    def __init__(self, num_workers: int, initializer: Callable | None = None, initargs: tuple = ()):
-        self.executor = None
-        if num_workers > 1:
-            context = multiprocessing.get_context("fork")
-            self.tasks_ahead = TASKS_AHEAD_PER_WORKER * num_workers
+    def __init__(self, compute: "Compute | int", initializer: Callable | None = None, initargs: tuple = ()):
+        compute = Compute.of(compute)
+        self.compute, self.initializer, self.initargs = compute, initializer, initargs
+        self.executor = self.client = self.cluster = None
+        if compute.scheduler == "local" and compute.workers > 1:
+            context = multiprocessing.get_context(START_METHOD)
+            self.tasks_ahead = TASKS_AHEAD_PER_WORKER * compute.workers
             # started[n % tasks_ahead] == n once a worker has begun task n: which tasks a dead
             # worker may have been running (the tasks in flight are tasks_ahead consecutive ones)
             self.started = context.Array("q", [-1] * self.tasks_ahead, lock=False)
             self.executor = ProcessPoolExecutor(
-                num_workers,
+                compute.workers,
                 mp_context=context,
                 initializer=_start_worker,
                 initargs=(self.started, initializer, initargs),
             )
-        elif initializer is not None:
-            initializer(*initargs)
+        elif compute.scheduler == "local":
+            if initializer is not None:
+                initializer(*initargs)
+        else:
+            self._start_dask()
 
     def __enter__(self) -> "Workers":
         return self
 
     def __exit__(self, kind, error, traceback) -> None:
+        if self.client is not None:
+            self.client.close()
+            if self.cluster is not None:
+                self.cluster.close()
+            return
         if self.executor is None:
             return
         if kind is not None:
@@ -58,6 +85,9 @@ class Workers:
     def map(self, function: Callable, tasks: Iterable[tuple], describe: Callable[[tuple], str]) -> Iterator:
         """function(*task) for each task, in task order. `tasks` is read lazily, a few tasks ahead
         of the workers; `describe(task)` names the task's input if a worker dies."""
+        if self.client is not None:
+            yield from self._map_dask(function, tasks, describe)
+            return
         if self.executor is None:
             for task in tasks:
                 yield function(*task)
@@ -91,19 +121,89 @@ class Workers:
                 running.append(describe(task))
         return " or ".join(running) or "a task"
 
+    # Dask ------------------------------------------------------------------------------------
+
+    def _start_dask(self) -> None:
+        try:
+            from dask.distributed import Client, LocalCluster
+        except ImportError:
+            raise UserError(
+                f"compute.scheduler {self.compute.scheduler!r} needs Dask: pip install 'dask[distributed]'"
+            ) from None
+        scheduler = self.compute.scheduler
+        if scheduler == "dask":
+            self.cluster = LocalCluster(
+                n_workers=self.compute.workers,
+                threads_per_worker=1,  # tasks hold the GIL: one per process, as in the local pool
+                processes=True,
+                dashboard_address=None,
+                silence_logs=40,  # logging.ERROR: a stage's log stays readable
+            )
+            self.client = Client(self.cluster)
+            workers = self.compute.workers
+        else:
+            try:
+                self.client = Client(scheduler, timeout=CONNECT_TIMEOUT)
+            except (OSError, TimeoutError) as error:
+                raise UserError(
+                    f"compute.scheduler {scheduler}: cannot reach the Dask scheduler ({error}); start one "
+                    "(`dask scheduler`, dask-jobqueue or dask-mpi) or set compute.scheduler: local"
+                ) from None
+            workers = max(len(self.client.scheduler_info().get("workers", {})), 1)
+        self.tasks_ahead = TASKS_AHEAD_PER_WORKER * workers
+        self.run_name = f"{os.getpid()}-{next(_maps)}"
+
+    def _map_dask(
+        self, function: Callable, tasks: Iterable[tuple], describe: Callable[[tuple], str]
+    ) -> Iterator:
+        from dask.distributed import KilledWorker
+
+        numbered = enumerate(tasks)
+        pending = deque()
+        prefix = f"{function.__name__}-{self.run_name}-{next(_maps)}"
+
+        def submit(count: int) -> None:
+            for number, task in islice(numbered, count):
+                future = self.client.submit(
+                    _run_on_dask, os.getcwd(), self.initializer, self.initargs, function, *task,
+                    key=f"{prefix}-{number}", pure=False,
+                )  # fmt: skip
+                pending.append((task, future))
+
+        submit(self.tasks_ahead)
+        while pending:
+            task, future = pending[0]
+            try:
+                result = future.result()
+            except KilledWorker:
+                raise UserError(
+                    f"{describe(task)}: the Dask workers running it died, again on each retry (killed, or out "
+                    "of memory? it, or a task beside it on the same worker); re-run the stage"
+                ) from None
+            pending.popleft()
+            future.release()
+            submit(1)
+            yield result
+
+
+_maps = count()  # names Dask task keys apart, so two maps never share a result
+
 
 def run_tasks(
     function: Callable,
     tasks: list[tuple],
-    num_workers: int,
+    compute: "Compute | int",
     description: str,
     describe: Callable[[tuple], str],
 ) -> list:
     """function(*task) for a list of tasks, with a progress bar (a step per task); the results in task order."""
+    compute = Compute.of(compute)
+    if not is_scheduler_address(compute.scheduler):  # no more processes than tasks
+        compute = Compute(compute.scheduler, max(min(compute.workers, len(tasks)), 1))
     # The bar is closed before an error leaves (`with`), so the error stays the last line printed.
     with (
         tqdm(total=len(tasks), desc=description, unit="shard", disable=len(tasks) < 2) as bar,
-        Workers(min(num_workers, len(tasks))) as workers,
+        Workers(compute) as workers,
     ):
         results = []
         for result in workers.map(function, tasks, describe):
@@ -112,7 +212,7 @@ def run_tasks(
         return results
 
 
-_started = None  # in a worker: Workers.started
+_started = None  # in a local pool's worker: Workers.started
 
 
 def _start_worker(started, initializer: Callable | None, initargs: tuple) -> None:
@@ -125,4 +225,21 @@ def _start_worker(started, initializer: Callable | None, initargs: tuple) -> Non
 
 def _run(function: Callable, number: int, *task):
     _started[number % len(_started)] = number
+    return function(*task)
+
+
+_set_up = None  # in a Dask worker: the (initializer, initargs) it last ran
+
+
+def _run_on_dask(cwd: str, initializer: Callable | None, initargs: tuple, function: Callable, *task):
+    """A task on a Dask worker, which may serve many stages in turn. It runs in the stage's
+    working directory (the same path on every machine of a shared filesystem), so the relative
+    paths of tasks mean what they mean to the stage; the stage's set-up runs before the first of
+    its tasks on each worker process (and again after a restart)."""
+    global _set_up
+    os.chdir(cwd)
+    os.environ["TOKENIZERS_PARALLELISM"] = "false"
+    if initializer is not None and _set_up != (initializer, initargs):
+        initializer(*initargs)
+        _set_up = (initializer, initargs)
     return function(*task)

@@ -11,7 +11,6 @@ Numbers are read as numbers even when a tool wrote them as strings: YAML 1.1 loa
 import dataclasses
 import difflib
 import math
-import os
 import re
 import types
 import typing
@@ -21,6 +20,7 @@ from typing import Annotated, Literal
 
 import yaml
 
+from bert.compute import SCHEDULERS, Compute, is_scheduler_address
 from bert.errors import UserError
 from bert.model_presets import PRESETS, config_file
 
@@ -233,6 +233,12 @@ class Benchmark:
 
 
 @dataclass
+class ComputeParams:
+    scheduler: str  # local | dask | the address of a Dask scheduler (tcp://host:8786)
+    num_workers: Annotated[int, Range(low=0, meaning="0 = all CPU cores")]
+
+
+@dataclass
 class Params:
     corpora: dict[str, Corpus]
     extract: Extract
@@ -249,12 +255,12 @@ class Params:
     predict: Predict
     benchmark: Benchmark
     seed: Seed
-    num_workers: Annotated[int, Range(low=0, meaning="0 = all CPU cores")]
+    compute: ComputeParams
 
     @property
-    def workers(self) -> int:
-        """num_workers with 0 meaning every CPU core."""
-        return self.num_workers or os.cpu_count() or 1
+    def engine(self) -> Compute:
+        """Where the data stages run their tasks (bert.parallel)."""
+        return Compute(self.compute.scheduler, self.compute.num_workers)
 
 
 def load_params(path: str | Path = PARAMS_FILE) -> Params:
@@ -400,6 +406,11 @@ def _check(params: Params) -> None:
             if "://" not in entry or entry.startswith("file://"):
                 local = Path(entry.removeprefix("file://"))
                 require(local.exists(), f"corpora.{corpus}.sources: {entry} does not exist")
+    scheduler = params.compute.scheduler
+    require(
+        scheduler in SCHEDULERS or is_scheduler_address(scheduler),
+        f"compute.scheduler is {scheduler!r}; allowed: local, dask, or a Dask scheduler's address (tcp://host:8786)",
+    )
     vocab_source = params.vocab.source
     require(
         vocab_source in ("train", "google") or vocab_source.startswith("file:"),

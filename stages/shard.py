@@ -24,7 +24,7 @@ def main() -> None:
         min_sentences=params.shard.min_sentences,
         punkt_mode=params.shard.punkt,
         seed=params.seed,
-        workers=params.workers,
+        compute=params.engine,
     )
     write_json(f"metrics/shard_{corpus}.json", metrics)
 

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from bert.atomic import atomic_file, atomic_folder, write_json
+from bert.atomic import HOST, atomic_file, atomic_folder, write_json
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -41,7 +41,7 @@ def test_a_killed_writer_leaves_nothing_once_anything_is_written_beside_it(tmp_p
     assert killed.returncode == 9, killed.stderr
     data = tmp_path / "data"
     (leftover,) = data.glob(".wikipedia.tmp-*")
-    assert leftover.name.startswith(f".wikipedia.tmp-{int(killed.stdout)}-")
+    assert leftover.name.startswith(f".wikipedia.tmp-{int(killed.stdout)}@{HOST}-")
     (data / "wikipedia").mkdir()  # restored from the run cache
     write_json(data / "predictions.json", {})
     assert sorted(p.name for p in data.iterdir()) == ["predictions.json", "wikipedia"]
@@ -56,6 +56,8 @@ def test_only_temporaries_of_dead_processes_are_swept(tmp_path):
     (tmp_path / f".phase1.old-{dead}").mkdir()  # its new output is in place: garbage
     (tmp_path / f".phase2.old-{dead}").mkdir()  # no phase2: atomic_folder(phase2) puts it back
     (tmp_path / f".part_00001.hdf5.tmp-{alive}-zz9").write_text("a pool worker still writing")
+    (tmp_path / f".part_00002.hdf5.tmp-{dead}@{HOST}-k3j4l5m6").write_text("this host's, dead")
+    (tmp_path / f".part_00003.hdf5.tmp-{dead}@node-17.cluster-k3j4l5m6").write_text("a Dask worker elsewhere")
     (tmp_path / ".legacy.tmp-abc123").mkdir()  # no pid: its own output's next write removes it
     (tmp_path / ".hidden.txt").write_text("not ours")
     with atomic_folder(tmp_path / "squad") as building:
@@ -63,6 +65,7 @@ def test_only_temporaries_of_dead_processes_are_swept(tmp_path):
     assert sorted(p.name for p in tmp_path.iterdir()) == sorted(
         [
             f".part_00001.hdf5.tmp-{alive}-zz9",
+            f".part_00003.hdf5.tmp-{dead}@node-17.cluster-k3j4l5m6",  # its process may well be alive
             f".phase2.old-{dead}",
             ".hidden.txt",
             ".legacy.tmp-abc123",

@@ -308,7 +308,7 @@ def test_pretrain_with_a_corrupt_newest_checkpoint_resumes_from_the_previous_one
 def _shard_workspace(root: Path) -> Path:
     """A project with a document table of 1,500 documents (6 chunks of stages.shard)."""
     make_workspace(root)
-    set_params(root, {"num_workers": 1})
+    set_params(root, {"compute.num_workers": 1})
     rng = np.random.default_rng(0)
     words = [f"word{i}" for i in range(300)] + ["Mr.", "Dr.", "e.g.", "U.S."]
     (root / "data/documents/wikipedia").mkdir(parents=True)
@@ -469,7 +469,7 @@ def _examples_workspace(root: Path) -> Path:
     from bert.corpus.sentence_shards import SHARD_SCHEMA
 
     make_workspace(root)
-    set_params(root, {"num_workers": 1})
+    set_params(root, {"compute.num_workers": 1})
     rng = np.random.default_rng(1)
     for corpus in ("wikipedia", "bookcorpus"):
         folder = root / "data/shards" / corpus
@@ -569,7 +569,7 @@ def _wikipedia_workspace(root: Path) -> Path:
         (
             _shard_workspace,
             ("stages.shard", "wikipedia"),
-            "num_workers",
+            "compute.num_workers",
             dict(
                 module="bert.corpus.shards", function="_segment", condition='task_args[0][0][0] == "doc512"'
             ),
@@ -593,7 +593,7 @@ def _wikipedia_workspace(root: Path) -> Path:
         (
             _examples_workspace,
             ("stages.examples", "phase1"),
-            "num_workers",
+            "compute.num_workers",
             dict(module="bert.corpus.mixing", function="_intra_task", condition="task_args[0] == 2"),
             "data/examples/phase1",
             None,  # the stage has no metrics file (its manifest is in the output)

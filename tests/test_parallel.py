@@ -1,10 +1,13 @@
 import os
+import random
 import signal
 import time
+from pathlib import Path
 
 import pytest
 
 from bert.atomic import atomic_folder
+from bert.compute import Compute
 from bert.errors import UserError
 from bert.parallel import Workers, run_tasks
 
@@ -65,3 +68,100 @@ def test_a_killed_worker_is_a_user_error_naming_the_task_not_a_hang(tmp_path):
 def test_an_error_in_a_task_reaches_the_caller_and_stops_the_workers():
     with pytest.raises(UserError, match="input 2: bad"), Workers(2) as workers:
         list(workers.map(fail_on_two, [(value,) for value in range(6)], describe=str))
+
+
+# ---------------------------------------------------------------------------------------------
+# The same tasks on every engine: the local pool, a Dask LocalCluster, a Dask scheduler's address
+
+
+def square_at_random_speed(value: int) -> int:
+    time.sleep(random.Random(value).uniform(0, 0.05))  # tasks finish out of order
+    return value * value
+
+
+def die_once(value: int, marker_dir: str) -> int:
+    """Kills its worker the first time it runs task 3, as the OOM killer would; fine the second."""
+    marker = Path(marker_dir) / f"died-{value}"
+    if value == 3 and not marker.exists():
+        marker.touch()
+        os.kill(os.getpid(), signal.SIGKILL)
+    return value
+
+
+def always_die_on_three(value: int) -> int:
+    if value == 3:
+        os.kill(os.getpid(), signal.SIGKILL)
+    return value
+
+
+def relative_file_size(value: int, name: str) -> int:
+    """Tasks read paths relative to the stage's working directory, on any worker."""
+    return Path(name).stat().st_size + value
+
+
+ENGINES = [Compute("local", 1), Compute("local", 2), Compute("dask", 2)]
+
+
+@pytest.mark.parametrize("compute", ENGINES, ids=lambda c: f"{c.scheduler}-{c.num_workers}")
+def test_every_engine_gives_the_results_in_task_order(compute):
+    tasks = [(value,) for value in range(24)]
+    assert run_tasks(square_at_random_speed, tasks, compute, "test", str) == [v * v for v in range(24)]
+
+
+def test_a_dask_worker_killed_once_has_its_task_run_again(tmp_path):
+    with Workers(Compute("dask", 2)) as workers:
+        results = list(workers.map(die_once, [(value, str(tmp_path)) for value in range(6)], describe=str))
+    assert results == list(range(6)) and (tmp_path / "died-3").exists()
+
+
+def test_a_task_that_kills_every_dask_worker_is_one_line_naming_it():
+    import dask
+
+    with dask.config.set({"distributed.scheduler.allowed-failures": 1}):
+        start = time.monotonic()
+        with pytest.raises(UserError) as caught, Workers(Compute("dask", 2)) as workers:
+            list(
+                workers.map(always_die_on_three, [(value,) for value in range(6)], lambda t: f"input {t[0]}")
+            )
+    # Dask counts a death against every task the worker held: the killer, or one queued beside it
+    task, message = str(caught.value).split(": ", 1)
+    assert task in {f"input {number}" for number in range(6)}
+    assert message == (
+        "the Dask workers running it died, again on each retry (killed, or out of memory? it, or a task "
+        "beside it on the same worker); re-run the stage"
+    )
+    assert time.monotonic() - start < 60
+
+
+def test_a_user_error_in_a_dask_task_reaches_the_stage_as_it_is():
+    with pytest.raises(UserError, match="^input 2: bad$"), Workers(Compute("dask", 2)) as workers:
+        list(workers.map(fail_on_two, [(value,) for value in range(6)], describe=str))
+
+
+def test_a_scheduler_address_runs_the_tasks_in_the_stages_folder(tmp_path, monkeypatch):
+    from dask.distributed import LocalCluster
+
+    (tmp_path / "input.txt").write_text("12345")
+    monkeypatch.chdir(tmp_path)
+    with LocalCluster(n_workers=2, threads_per_worker=1, dashboard_address=None, silence_logs=40) as cluster:
+        compute = Compute(cluster.scheduler_address, 0)
+        assert run_tasks(relative_file_size, [(v, "input.txt") for v in range(4)], compute, "t", str) == [
+            5, 6, 7, 8,
+        ]  # fmt: skip
+
+
+def test_an_unreachable_scheduler_is_one_line_naming_it(monkeypatch):
+    monkeypatch.setattr("bert.parallel.CONNECT_TIMEOUT", "1s")
+    with pytest.raises(UserError) as caught:
+        Workers(Compute("tcp://127.0.0.1:9", 0))
+    message = str(caught.value)
+    assert message.startswith("compute.scheduler tcp://127.0.0.1:9: cannot reach the Dask scheduler")
+    assert message.endswith(
+        "start one (`dask scheduler`, dask-jobqueue or dask-mpi) or set compute.scheduler: local"
+    )
+
+
+def test_the_local_pool_needs_nothing_a_fork_inherits(monkeypatch):
+    monkeypatch.setattr("bert.parallel.START_METHOD", "spawn")
+    tasks = [(value,) for value in range(12)]
+    assert run_tasks(square_at_random_speed, tasks, 2, "test", str) == [v * v for v in range(12)]

@@ -43,7 +43,7 @@ def test_committed_params_load_cleanly(monkeypatch):
     assert params.finetune.epochs == 4 and params.finetune.learning_rate == 0.001
     assert params.pretrain.length_binning and params.finetune.length_binning
     assert params.examples.phase1.max_seq_length == 128 and params.examples.phase2.max_seq_length == 512
-    assert params.workers >= 1
+    assert params.engine.scheduler == "local" and params.engine.workers >= 1
 
 
 def test_the_schema_does_not_import_torch():
@@ -52,7 +52,7 @@ def test_the_schema_does_not_import_torch():
         "import sys, stages.params; print(sorted(m for m in sys.modules if m.startswith(('torch', 'bert.'))))"
     )
     done = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, check=True)
-    assert done.stdout.strip() == "['bert.errors', 'bert.model_presets']"
+    assert done.stdout.strip() == "['bert.compute', 'bert.errors', 'bert.model_presets']"
 
 
 def test_numbers_written_as_strings_are_numbers(project):
@@ -109,7 +109,12 @@ NAN, INF = math.nan, math.inf
         ("seed", -1, ["seed is -1", "an integer in [0, 4294967295]"]),
         ("seed", 2**32, ["seed is 4294967296", "in [0, 4294967295]"]),
         ("finetune.seed", -1, ["finetune.seed is -1", "in [0, 4294967295]"]),
-        ("num_workers", -1, ["num_workers is -1", ">= 0 (0 = all CPU cores)"]),
+        ("compute.num_workers", -1, ["compute.num_workers is -1", ">= 0 (0 = all CPU cores)"]),
+        (
+            "compute.scheduler",
+            "slurm",
+            ["compute.scheduler is 'slurm'", "allowed: local, dask, or a Dask scheduler"],
+        ),
         ("extract.processes", -2, ["extract.processes is -2", ">= 0 (0 = all CPU cores)"]),
         ("finetune.global_batch_size", 0, ["finetune.global_batch_size is 0", "an integer >= 1"]),
         ("finetune.save_every", 0, ["finetune.save_every is 0", ">= 1"]),

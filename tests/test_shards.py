@@ -139,8 +139,8 @@ def test_shards_balanced_deterministic_and_independent_of_workers(tmp_path):
     texts = synthetic_documents(300, seed=1) + ["Too short."]
     documents = write_table(tmp_path / "docs", texts)
     options = dict(num_train_shards=4, num_test_shards=2, test_fraction=0.1, min_sentences=2, seed=3)
-    one = shard_corpus(documents, tmp_path / "one", workers=1, **options)
-    two = shard_corpus(documents, tmp_path / "two", workers=2, **options)
+    one = shard_corpus(documents, tmp_path / "one", compute=1, **options)
+    two = shard_corpus(documents, tmp_path / "two", compute=2, **options)
     files = sorted(p.name for p in (tmp_path / "one").iterdir())
     assert files == [
         "manifest.json",
@@ -177,7 +177,7 @@ def test_shards_balanced_deterministic_and_independent_of_workers(tmp_path):
         order = [int(doc["doc_id"].split(":")[1]) for doc in rows]
         assert order == sorted(order)
 
-    other_seed = shard_corpus(documents, tmp_path / "seed", workers=1, **{**options, "seed": 4})
+    other_seed = shard_corpus(documents, tmp_path / "seed", compute=1, **{**options, "seed": 4})
     assert read_shards(tmp_path / "seed") != shards and other_seed["documents"] == one["documents"]
 
 

@@ -24,6 +24,7 @@ import h5py
 import numpy as np
 
 from bert.atomic import atomic_folder
+from bert.compute import Compute
 from bert.corpus.sentence_shards import iter_documents
 from bert.errors import UserError
 from bert.examples_format import copy_instances
@@ -123,7 +124,7 @@ def create_examples(
     weights: dict[str, float],
     num_output_shards: int,
     seed: int,
-    num_workers: int,
+    compute: Compute | int,
 ) -> dict:
     """Write output_dir/part_NNNNN.hdf5 (num_output_shards of them) and output_dir/manifest.json.
     Written into a temporary folder beside output_dir and renamed into place at the end
@@ -141,7 +142,7 @@ def create_examples(
             results = run_tasks(
                 _intra_task,
                 tasks,
-                num_workers,
+                compute,
                 "examples (intra)",
                 describe=lambda task: f"{output_dir}/{parts[task[0]].name}",
             )
@@ -174,7 +175,7 @@ def create_examples(
                     names.append(corpus)
             files_made = []
             results = run_tasks(
-                _corpus_task, tasks, num_workers, "examples (per corpus)", describe=lambda task: task[2]
+                _corpus_task, tasks, compute, "examples (per corpus)", describe=lambda task: task[2]
             )
             for task, corpus, stats in zip(tasks, names, results):
                 total.add(stats)
@@ -200,7 +201,7 @@ def create_examples(
             run_tasks(
                 _mix_task,
                 [task for task in mix_tasks if task[1]],
-                num_workers,
+                compute,
                 "mixing (inter)",
                 describe=lambda task: f"{output_dir}/{Path(task[2]).name}",
             )

@@ -32,6 +32,7 @@ import pyarrow.parquet as pq
 from tqdm import tqdm
 
 from bert.atomic import atomic_folder
+from bert.compute import Compute
 from bert.corpus import sentences as punkt
 from bert.corpus.documents import document_files
 from bert.corpus.sentence_shards import SHARD_SCHEMA
@@ -178,7 +179,7 @@ def shard_corpus(
     min_sentences: int,
     punkt_mode: str = "auto",
     seed: int = 0,
-    workers: int = 1,
+    compute: Compute | int = 1,
     training_chars: int = punkt.DEFAULT_TRAINING_CHARS,
 ) -> dict:
     """Segment and shard a document table into `out_dir` (atomically). Returns the metrics."""
@@ -195,7 +196,7 @@ def shard_corpus(
         dropped = sentences_total = 0
         chunks = ((chunk, min_sentences) for chunk in read_documents(files))
         with (
-            Workers(workers, _init_worker, (parameters_file,)) as pool,
+            Workers(compute, _init_worker, (parameters_file,)) as pool,
             tqdm(desc="segment", unit=" docs", leave=False) as progress,
         ):
             results = pool.map(
@@ -261,7 +262,8 @@ def shard_corpus(
             "seconds": round(seconds, 3),
             "punkt_training_seconds": round(punkt_seconds, 3),
             "sentences_per_second": round(sentences_total / max(segment_seconds, 1e-9), 1),
-            "workers": workers,
+            "workers": Compute.of(compute).workers,
+            "scheduler": Compute.of(compute).scheduler,
         }
         manifest.update(
             shards=[
