@@ -100,10 +100,11 @@ def finetune(params, distributed) -> None:
         squad.max_query_length,
         progress=distributed.is_main,
     )
-    if len(features) < spec.global_batch_size:  # no optimizer step would ever be taken
+    if len(features) < spec.global_batch_size:
         raise UserError(
-            f"{TRAIN_FILE}: {len(examples)} questions make {len(features)} training windows, fewer than "
-            f"finetune.global_batch_size {spec.global_batch_size}; give a larger train file or a smaller global batch"
+            f"{TRAIN_FILE}: its {len(examples)} questions make {len(features)} training windows, fewer than "
+            f"finetune.global_batch_size {spec.global_batch_size}: not one optimizer step; give more questions "
+            "or lower finetune.global_batch_size"
         )
     batches = QuestionAnsweringBatches(
         features,
