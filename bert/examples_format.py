@@ -160,8 +160,9 @@ def read_shard(path: str | Path) -> dict[str, np.ndarray]:
 
 
 def describe_shards(files: list[Path]) -> tuple[list[int], list[bool]]:
-    """Rows and dynamic-masking flag of each shard, checking the layout on the way."""
-    sizes, dynamic = [], []
+    """Rows and dynamic-masking flag of each shard, checking the layout on the way: a batch takes
+    rows from several shards, so they must all have the widths of the first."""
+    sizes, dynamic, first_widths = [], [], None
     for path in files:
         try:
             with h5py.File(path, "r") as shard:
@@ -171,13 +172,41 @@ def describe_shards(files: list[Path]) -> tuple[list[int], list[bool]]:
                 rows = {len(shard[name]) for name in NAMES}
                 if len(rows) != 1:
                     raise UserError(f"{path}: datasets have different numbers of rows {sorted(rows)}")
+                widths = _widths(path, shard)
                 masking = shard.attrs.get("masking", "static")
                 masking = masking.decode() if isinstance(masking, bytes) else str(masking)
         except OSError as error:
             raise UserError(f"{path}: cannot read HDF5 shard ({error}); re-run the examples stage") from None
+        if first_widths is None:
+            first_widths = widths
+        elif widths != first_widths:
+            raise UserError(
+                f"{path}: sequences of {widths[0]} tokens with {widths[1]} masked positions, but {files[0]} has "
+                f"{first_widths[0]} and {first_widths[1]}: the shards of a phase come from one examples run; re-run "
+                "the examples stage"
+            )
         sizes.append(rows.pop())
         dynamic.append(masking == "dynamic")
     return sizes, dynamic
+
+
+def _widths(path: Path, shard: h5py.File) -> tuple[int, int]:
+    """(tokens, masked positions) per sequence of a shard, the same over each of its datasets."""
+    found = {"seq": set(), "pred": set()}
+    for name, _, width in LAYOUT:
+        shape = shard[name].shape
+        if len(shape) != (1 if width is None else 2):
+            raise UserError(
+                f"{path}: dataset {name} has shape {shape}, not the layout of a pretraining shard"
+            )
+        if width is not None:
+            found[width].add(shape[1])
+    if len(found["seq"]) != 1 or len(found["pred"]) != 1:
+        raise UserError(
+            f"{path}: its datasets disagree on the tokens per sequence {sorted(found['seq'])} or the "
+            f"masked positions {sorted(found['pred'])}"
+        )
+    return found["seq"].pop(), found["pred"].pop()
 
 
 def copy_instances(

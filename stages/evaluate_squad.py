@@ -14,7 +14,7 @@ from pathlib import Path
 from bert.atomic import write_json
 from bert.errors import UserError, run_main
 from bert.squad.dataset import dataset_version, read_json
-from bert.squad.evaluation import evaluate, id_map
+from bert.squad.evaluation import evaluate, id_map, question_ids
 
 log = logging.getLogger("evaluate_squad")
 DEV_FILE = Path("data/squad/dev.json")
@@ -27,16 +27,27 @@ def squad_metrics(dev_file: Path, predictions_dir: Path) -> dict:
     version = dataset_version(dataset)
     predictions_file = predictions_dir / "predictions.json"
     predictions = id_map(read_json(predictions_file), str(predictions_file), (str,))
-    na_probs = None
+    # The official scripts score a question without a prediction 0; here it means predictions of
+    # another dev set (predict_squad answers every question), and a figure of those would mislead.
+    questions = question_ids(dataset, str(dev_file))
+    missing = [qid for qid in questions if qid not in predictions]
+    if missing:
+        raise UserError(
+            f"{predictions_file}: no answer for question {missing[0]} of {dev_file} ({len(missing)} of "
+            f"{len(questions)} missing): these are not the predictions of this dev set; re-run predict_squad"
+        )
+    na_probs, odds_file = None, predictions_dir / "null_odds.json"
     if version == "v2.0":
-        odds_file = predictions_dir / "null_odds.json"
         if not odds_file.is_file():
             raise UserError(f"{odds_file}: missing for a v2.0 dev set; re-run predict_squad")
         na_probs = id_map(read_json(odds_file), str(odds_file), (int, float))
-    official = evaluate(dataset, predictions, na_probs, source=str(dev_file))
-    questions = sum(len(p["qas"]) for article in dataset["data"] for p in article["paragraphs"])
+    official = evaluate(dataset, predictions, na_probs, source=str(dev_file), na_prob_source=str(odds_file))
     renamed = {"exact": "exact_match", "total": "questions"}
-    return {"version": version, "questions": questions, **{renamed.get(k, k): v for k, v in official.items()}}
+    return {
+        "version": version,
+        "questions": len(questions),
+        **{renamed.get(k, k): v for k, v in official.items()},
+    }
 
 
 def main() -> None:

@@ -100,6 +100,12 @@ def finetune(params, distributed) -> None:
         squad.max_query_length,
         progress=distributed.is_main,
     )
+    if len(features) < spec.global_batch_size:
+        raise UserError(
+            f"{TRAIN_FILE}: its {len(examples)} questions make {len(features)} training windows, fewer than "
+            f"finetune.global_batch_size {spec.global_batch_size}: not one optimizer step; give more questions "
+            "or lower finetune.global_batch_size"
+        )
     batches = QuestionAnsweringBatches(
         features,
         spec.global_batch_size,

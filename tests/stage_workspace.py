@@ -84,8 +84,11 @@ def make_workspace(root: Path, nproc: int = 1, micro_batch_size: int = 8, **pret
     return root
 
 
-def run_stage(root: Path, *args: str, timeout: float = 300) -> subprocess.CompletedProcess:
-    env = {**os.environ, "PYTHONPATH": str(REPO), "OMP_NUM_THREADS": "1"}
+def run_stage(
+    root: Path, *args: str, timeout: float = 300, env: dict[str, str] | None = None
+) -> subprocess.CompletedProcess:
+    """`python -m <args>` in `root` with this checkout's code, one OpenMP thread, and `env` on top."""
+    env = {**os.environ, "PYTHONPATH": str(REPO), "OMP_NUM_THREADS": "1", **(env or {})}
     return subprocess.run(
         [sys.executable, "-m", *args], cwd=root, env=env, capture_output=True, text=True, timeout=timeout
     )

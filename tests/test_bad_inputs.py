@@ -1,29 +1,70 @@
 """The bad-input catalogue (issue 19): each row puts one bad input into a throw-away project folder,
-runs the real stage command on it, and checks what the docs promise: the expected exit status, one
-line on stderr starting `error:` that names the file and says what is wrong, no traceback, and
-nothing published. For the rows with a `fix`, the input is then repaired and the same command must
-succeed."""
+runs the real stage command on it, and checks what the docs promise: the expected exit status,
+one line on stderr starting `error:` that names the file and says what is wrong, no traceback, and
+nothing published (and for bad params, that the stage stopped before any work: the line is all it
+printed). Then the row's `fix` repairs the input as a
+user would, in the same folder (so whatever the failed run left behind must not get in the way),
+and the same command must succeed."""
 
 import json
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 import torch
 
+from bert.corpus.documents import DocumentWriter
 from bert.modeling import BertConfig, BertForQuestionAnswering
 from tests.shard_fixtures import VOCAB, write_vocab
-from tests.stage_workspace import run_stage, set_params, write_params
+from tests.stage_workspace import make_workspace, repo_params, run_stage, set_params, write_params
 from tests.test_wikipedia import PAGES, write_dump
 
 WIKI_DUMP = "data/raw/wikipedia/dump.xml"
+WIKI_DUMP_BZ2 = "data/raw/wikipedia/dump.xml.bz2"
+STRAY_SHARD = "data/examples/phase1/part-00003.hdf5"
 BOOKS = Path("data/raw/bookcorpus")
 
 
 # ---- inputs -------------------------------------------------------------------------------------
+
+
+def in_turn(*builds: Callable[[Path], None]) -> Callable[[Path], None]:
+    """One build made of several, run in order."""
+
+    def build(root: Path) -> None:
+        for each in builds:
+            each(root)
+
+    return build
+
+
+def param(dotted: str, value) -> Callable[[Path], None]:
+    return lambda root: set_params(root, {dotted: value})
+
+
+def param_as_in_repo(dotted: str) -> Callable[[Path], None]:
+    value = repo_params()
+    for key in dotted.split("."):
+        value = value[key]
+    return param(dotted, value)
+
+
+def raw_param(dotted: str, yaml_text: str) -> Callable[[Path], None]:
+    """params.yaml with `yaml_text` as the value of `dotted`, as a user types it (`no`, `.nan`):
+    what YAML reads it as is part of the test."""
+    marker = "raw-param-value-to-replace"
+
+    def build(root: Path) -> None:
+        set_params(root, {dotted: marker})
+        text = (root / "params.yaml").read_text(encoding="utf-8")
+        assert text.count(marker) == 1
+        (root / "params.yaml").write_text(text.replace(marker, yaml_text), encoding="utf-8")
+
+    return build
 
 
 def dump_with_ns(ns_text: str) -> Callable[[Path], None]:
@@ -50,6 +91,17 @@ def html_dump(root: Path) -> None:
         "<!DOCTYPE html>\n<html><head><meta charset=utf-8><title>404 Not Found</title></head>\n"
         "<body><h1>Not Found</h1><p>The requested URL was not found.<br></p></body></html>\n"
     )
+
+
+def truncated_bz2_dump(root: Path) -> None:
+    """A download cut off half-way: the first half of a bz2 dump of 300 articles."""
+    pages = [(i, f"Article {i}", f"Article {i} is about harbour {i}. " * 20, 0, None) for i in range(1, 301)]
+    dump = write_dump(root / WIKI_DUMP_BZ2, pages=pages)
+    dump.write_bytes(dump.read_bytes()[: dump.stat().st_size // 2])
+
+
+def good_bz2_dump(root: Path) -> None:
+    write_dump(root / WIKI_DUMP_BZ2)
 
 
 def empty_dump_folder(root: Path) -> None:
@@ -88,9 +140,46 @@ def blank_txt_books(root: Path) -> None:
         (root / BOOKS / name).write_text("\n  \n\n", encoding="utf-8")
 
 
+def text_in_one_book(root: Path) -> None:
+    """One blank book written; the other stays blank (a blank book is skipped, no text at all is an error)."""
+    (root / BOOKS / "one.txt").write_text("Once upon a time.\nThe end.\n", encoding="utf-8")
+
+
 def latin1_txt_book(root: Path) -> None:
     (root / BOOKS).mkdir(parents=True)
     (root / BOOKS / "story.txt").write_bytes("Once upon a time.\nSkål!\n".encode("latin-1"))
+
+
+def utf8_txt_book(root: Path) -> None:
+    (root / BOOKS / "story.txt").write_text("Once upon a time.\nSkål!\n", encoding="utf-8")
+
+
+def document_table(root: Path) -> None:
+    """data/documents/wikipedia, what stages.shard reads: 200 documents of a few sentences of
+    random words (enough text for Punkt to learn where sentences end)."""
+    rng = np.random.default_rng(0)
+    words = [f"word{i}" for i in range(300)]
+    (root / "data/documents/wikipedia").mkdir(parents=True)
+    writer = DocumentWriter(root / "data/documents/wikipedia")
+    for doc in range(200):
+        sentences = [" ".join(rng.choice(words, size=8)).capitalize() + "." for _ in range(4)]
+        writer.add("wikipedia", f"doc{doc}", f"Title {doc}", " ".join(sentences))
+    writer.close()
+
+
+def pretraining_project(root: Path) -> None:
+    """A tiny model, its vocab and HDF5 shards of both phases (tests/stage_workspace.py)."""
+    make_workspace(root)
+
+
+def phase2_shard_among_phase1(root: Path) -> None:
+    """A shard of phase 2 (24 tokens, 4 masked positions) copied in among those of phase 1 (16, 3)."""
+    pretraining_project(root)
+    (root / STRAY_SHARD).write_bytes((root / "data/examples/phase2/part-00000.hdf5").read_bytes())
+
+
+def remove_stray_shard(root: Path) -> None:
+    (root / STRAY_SHARD).unlink()
 
 
 def squad_json(
@@ -107,11 +196,21 @@ QUESTION = {
 }
 UNANSWERABLE = {"id": "q2", "question": "Who dredged it?", "answers": [], "is_impossible": True,
                 "plausible_answers": [{"text": "The harbour", "answer_start": 0}]}  # fmt: skip
+ANOTHER_QUESTION = {
+    "id": "q3",
+    "question": "What was dredged in 1850?",
+    "answers": [{"text": "The harbour", "answer_start": 0}],
+}
+GOOD_TRAIN = squad_json([QUESTION, ANOTHER_QUESTION])  # two windows: one global batch of finetune_project
 
 
 def write_json(root: Path, relative: str, data) -> None:
     (root / relative).parent.mkdir(parents=True, exist_ok=True)
     (root / relative).write_text(json.dumps(data), encoding="utf-8")
+
+
+def json_file(relative: str, data) -> Callable[[Path], None]:
+    return lambda root: write_json(root, relative, data)
 
 
 def squad_source(data) -> Callable[[Path], None]:
@@ -152,10 +251,14 @@ def predict_project(dev) -> Callable[[Path], None]:
     return build
 
 
-def evaluation_inputs(dev, predictions) -> Callable[[Path], None]:
+def evaluation_inputs(dev, predictions, null_odds=None) -> Callable[[Path], None]:
+    """What evaluate_squad reads; `null_odds` (predict_squad's null_odds.json) for a v2.0 dev set."""
+
     def build(root: Path) -> None:
         write_json(root, "data/squad/dev.json", dev)
         write_json(root, "data/predictions/predictions.json", predictions)
+        if null_odds is not None:
+            write_json(root, "data/predictions/null_odds.json", null_odds)
 
     return build
 
@@ -169,13 +272,16 @@ class Case:
     command: tuple[str, ...]
     build: Callable[[Path], None]
     words: tuple[str, ...]  # the error line holds each of them
-    published: str  # what the command would write: absent after the failure
-    fix: Callable[[Path], None] | None = None  # repairs the input; then the command succeeds
+    published: str  # what the command would write: absent after the failure, there after the fix
+    fix: Callable[[Path], None]  # repairs the input; then the command succeeds
     exit_code: int = 1
+    before_work: bool = False  # the error line is all the stage prints: it stopped before any work
 
 
 WIKIPEDIA = ("stages.documents", "wikipedia")
 BOOKCORPUS = ("stages.documents", "bookcorpus")
+SHARD = ("stages.shard", "wikipedia")
+PRETRAIN = ("stages.pretrain", "phase1")
 DOWNLOAD_SQUAD = ("stages.download_squad",)
 FINETUNE = ("stages.finetune_squad",)
 PREDICT = ("stages.predict_squad",)
@@ -187,55 +293,99 @@ OFFICIAL_EVALUATION = (
     "-o",
     "out.json",
 )
+TRAP = "YAML reads an unquoted no/off/yes/on as a boolean"
 
 CASES = [
     # Wikipedia dumps
     Case("wiki-ns-word", WIKIPEDIA, dump_with_ns("zero"), (WIKI_DUMP, "Zoë Quill", "<ns>zero</ns>", "namespace number"),
          "data/documents/wikipedia", fix=good_dump),
     Case("wiki-ns-empty", WIKIPEDIA, dump_with_ns(""), (WIKI_DUMP, "<ns></ns>", "not a namespace number"),
-         "data/documents/wikipedia"),
+         "data/documents/wikipedia", fix=good_dump),
     Case("wiki-not-utf8", WIKIPEDIA, latin1_dump, (WIKI_DUMP, "malformed XML at line", "not UTF-8"),
          "data/documents/wikipedia", fix=good_dump),
-    Case("wiki-html-page", WIKIPEDIA, html_dump, (WIKI_DUMP, "an HTML page, not a MediaWiki XML export"), "data/documents/wikipedia"),
+    Case("wiki-html-page", WIKIPEDIA, html_dump, (WIKI_DUMP, "an HTML page, not a MediaWiki XML export"),
+         "data/documents/wikipedia", fix=good_dump),
     Case("wiki-no-dump", WIKIPEDIA, empty_dump_folder, ("data/raw/wikipedia", "no Wikipedia dump"),
-         "data/documents/wikipedia"),
+         "data/documents/wikipedia", fix=good_dump),
+    Case("wiki-bz2-truncated", WIKIPEDIA, truncated_bz2_dump, (WIKI_DUMP_BZ2, "ends early", "download it again"),
+         "data/documents/wikipedia", fix=good_bz2_dump),
     # Books: .txt and Parquet
     Case("parquet-int-text", BOOKCORPUS, parquet_text([1, 2], pa.int64()), ("books.parquet", "`text` column holds int64"),
          "data/documents/bookcorpus", fix=good_parquet),
     Case("parquet-binary-text", BOOKCORPUS, parquet_text([b"a", b"b"], pa.binary()), ("books.parquet", "holds binary"),
-         "data/documents/bookcorpus"),
+         "data/documents/bookcorpus", fix=good_parquet),
     Case("parquet-list-text", BOOKCORPUS, parquet_text([["a"], ["b"]], pa.list_(pa.string())),
-         ("books.parquet", "holds list<", "not strings"), "data/documents/bookcorpus"),
+         ("books.parquet", "holds list<", "not strings"), "data/documents/bookcorpus", fix=good_parquet),
     Case("parquet-corrupt-zstd", BOOKCORPUS, corrupt_zstd_parquet, ("books.parquet", "row group 1 of 3", "corrupt"),
          "data/documents/bookcorpus", fix=good_parquet),
     Case("txt-all-blank", BOOKCORPUS, blank_txt_books, ("data/raw/bookcorpus", "contain no text"),
-         "data/documents/bookcorpus"),
+         "data/documents/bookcorpus", fix=text_in_one_book),
     Case("txt-not-utf8", BOOKCORPUS, latin1_txt_book, ("story.txt", "not valid UTF-8", "line 2"),
-         "data/documents/bookcorpus"),
-    # SQuAD: download_squad checks the version of what it fetches
-    # (no re-run here: a fixed source is only fetched again once a staged download is checked against its source)
+         "data/documents/bookcorpus", fix=utf8_txt_book),
+    # Params, through a real stage: one line before any work
+    Case("params-seed-negative", SHARD, in_turn(document_table, param("seed", -1)),
+         ("params.yaml", "seed is -1", "an integer in [0, 4294967295]"), "data/shards/wikipedia",
+         fix=param_as_in_repo("seed"), before_work=True),
+    Case("params-max-steps-nan", PRETRAIN, in_turn(pretraining_project, raw_param("pretrain.phase1.max_steps", ".nan")),
+         ("params.yaml", "pretrain.phase1.max_steps", "nan", "an integer >= 1"), "data/models/phase1",
+         fix=param("pretrain.phase1.max_steps", 8), before_work=True),
+    Case("params-precision-no", PRETRAIN, in_turn(pretraining_project, raw_param("pretrain.precision", "no")),
+         ("params.yaml", "pretrain.precision", TRAP, '"fp32"'), "data/models/phase1",
+         fix=param("pretrain.precision", "fp32"), before_work=True),
+    # Pretraining shards
+    Case("hdf5-shard-of-another-phase", PRETRAIN, phase2_shard_among_phase1,
+         (STRAY_SHARD, "sequences of 24 tokens with 4 masked positions", "part-00000.hdf5 has 16 and 3", "examples stage"),
+         "data/models/phase1", fix=remove_stray_shard),
+    # SQuAD: download_squad checks the version of what it fetches; a rejected file is fetched again
     Case("squad-json-list", DOWNLOAD_SQUAD, squad_source([QUESTION]), ("sources/train.json", "not a SQuAD JSON file", "list"),
-         "data/squad"),
+         "data/squad", fix=squad_source(squad_json([QUESTION]))),
     Case("squad-v2-for-v1", DOWNLOAD_SQUAD, squad_source(squad_json([QUESTION], "v2.0")),
-         ("sources/train.json", "'v2.0' in the file", "squad.version is 'v1.1'"), "data/squad"),
+         ("sources/train.json", "'v2.0' in the file", "squad.version is 'v1.1'"), "data/squad",
+         fix=squad_source(squad_json([QUESTION]))),
     # SQuAD: finetune_squad / predict_squad read the questions
     Case("squad-no-questions", FINETUNE, finetune_project(squad_json([QUESTION]) | {"data": []}),
-         ("data/squad/train.json", "has no questions"), "data/models/squad"),
+         ("data/squad/train.json", "has no questions"), "data/models/squad",
+         fix=json_file("data/squad/train.json", GOOD_TRAIN)),
     Case("squad-question-null", FINETUNE, finetune_project(squad_json([QUESTION | {"question": None}])),
-         ("data/squad/train.json", "question q1", "'question' is None"), "data/models/squad"),
+         ("data/squad/train.json", "question q1", "'question' is None"), "data/models/squad",
+         fix=json_file("data/squad/train.json", GOOD_TRAIN)),
     Case("squad-unanswerable-in-v1", FINETUNE, finetune_project(squad_json([QUESTION, UNANSWERABLE])),
-         ("data/squad/train.json", "question q2 is unanswerable", "version '1.1'", "v2.0"), "data/models/squad"),
+         ("data/squad/train.json", "question q2 is unanswerable", "version '1.1'", "v2.0"), "data/models/squad",
+         fix=json_file("data/squad/train.json", squad_json([QUESTION, UNANSWERABLE], "v2.0"))),  # as the line says
     Case("squad-answer-past-context", FINETUNE,
-         finetune_project(squad_json([QUESTION | {"answers": [{"text": "1850", "answer_start": 400}]}])),
-         ("data/squad/train.json", "question q1", "not at answer_start 400"), "data/models/squad"),
+         finetune_project(squad_json([QUESTION | {"answers": [{"text": "1850", "answer_start": 400}]}, ANOTHER_QUESTION])),
+         ("data/squad/train.json", "question q1", "not at answer_start 400"), "data/models/squad",
+         fix=json_file("data/squad/train.json", GOOD_TRAIN)),
+    Case("squad-answer-not-an-object", FINETUNE, finetune_project(squad_json([QUESTION | {"answers": ["1850"]}])),
+         ("data/squad/train.json", "question q1", "an answer is '1850', not an object with 'text'"),
+         "data/models/squad", fix=json_file("data/squad/train.json", GOOD_TRAIN)),
+    Case("squad-plausible-answers-not-a-list", FINETUNE,
+         finetune_project(squad_json([QUESTION, UNANSWERABLE | {"plausible_answers": 0}], "v2.0")),
+         ("data/squad/train.json", "question q2", "'plausible_answers' is 0, not a list"), "data/models/squad",
+         fix=json_file("data/squad/train.json", squad_json([QUESTION, UNANSWERABLE], "v2.0"))),
+    Case("squad-fewer-windows-than-a-batch", FINETUNE, finetune_project(squad_json([QUESTION])),
+         ("data/squad/train.json", "1 training windows", "finetune.global_batch_size 2"), "data/models/squad",
+         fix=json_file("data/squad/train.json", GOOD_TRAIN)),
     Case("squad-duplicate-ids", PREDICT, predict_project(squad_json([QUESTION, QUESTION])),
-         ("data/squad/dev.json", "question id 'q1' occurs twice"), "data/predictions"),
+         ("data/squad/dev.json", "question id 'q1' occurs twice"), "data/predictions",
+         fix=json_file("data/squad/dev.json", GOOD_TRAIN)),
     # SQuAD: the official evaluation, as a stage and as `python -m bert.squad`
     Case("eval-v2-labelled-v1", EVALUATE, evaluation_inputs(squad_json([QUESTION, UNANSWERABLE]), {"q1": "1850", "q2": ""}),
-         ("data/squad/dev.json", "question q2 has no answers", "version '1.1'"), "metrics/squad.json"),
+         ("data/squad/dev.json", "question q2 has no answers", "version '1.1'"), "metrics/squad.json",
+         fix=evaluation_inputs(squad_json([QUESTION, UNANSWERABLE], "v2.0"), {"q1": "1850", "q2": ""},
+                               null_odds={"q1": -3.0, "q2": 2.0})),
     Case("eval-predictions-list", EVALUATE, evaluation_inputs(squad_json([QUESTION]), ["1850"]),
          ("data/predictions/predictions.json", "expected a JSON object"), "metrics/squad.json",
          fix=evaluation_inputs(squad_json([QUESTION]), {"q1": "1850"})),
+    Case("eval-prediction-missing", EVALUATE, evaluation_inputs(GOOD_TRAIN, {"q1": "1850"}),
+         ("data/predictions/predictions.json", "no answer for question q3 of data/squad/dev.json", "1 of 2",
+          "re-run predict_squad"), "metrics/squad.json",
+         fix=evaluation_inputs(GOOD_TRAIN, {"q1": "1850", "q3": "The harbour"})),
+    Case("eval-null-odds-missing", EVALUATE,
+         evaluation_inputs(squad_json([QUESTION, UNANSWERABLE], "v2.0"), {"q1": "1850", "q2": ""}, null_odds={"q1": -3.0}),
+         ("data/predictions/null_odds.json", "no probability for question q2"), "metrics/squad.json",
+         fix=evaluation_inputs(squad_json([QUESTION, UNANSWERABLE], "v2.0"), {"q1": "1850", "q2": ""},
+                               null_odds={"q1": -3.0, "q2": 2.0})),
     Case("official-eval-v2-labelled-v1", OFFICIAL_EVALUATION,
          evaluation_inputs(squad_json([QUESTION, UNANSWERABLE]), {"q1": "1850", "q2": ""}),
          ("data/squad/dev.json", "question q2 has no answers"), "out.json",
@@ -252,14 +402,15 @@ def test_bad_input_is_one_line_and_publishes_nothing(tmp_path, case):
     assert result.returncode == case.exit_code, result.stderr
     errors = [line for line in result.stderr.splitlines() if line.startswith("error:")]
     assert len(errors) == 1, result.stderr
+    if case.before_work:
+        assert result.stderr.strip() == errors[0]
     for word in case.words:
         assert word in errors[0], f"{word!r} not in {errors[0]!r}"
     assert not (tmp_path / case.published).exists()
-    if case.fix:
-        case.fix(tmp_path)
-        result = run_stage(tmp_path, *case.command, timeout=120)
-        assert result.returncode == 0, result.stderr
-        assert (tmp_path / case.published).exists()
+    case.fix(tmp_path)
+    result = run_stage(tmp_path, *case.command, timeout=120)
+    assert result.returncode == 0, result.stderr
+    assert (tmp_path / case.published).exists()
 
 
 def test_v1_file_without_version_is_v1(tmp_path):

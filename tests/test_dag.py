@@ -12,6 +12,7 @@ import sys
 from pathlib import Path
 
 import pytest
+import yaml
 
 from tests.stage_workspace import set_params
 
@@ -79,6 +80,22 @@ def test_released_weights_need_no_corpus_and_no_pretraining(project):
     set_params(project, {"finetune.init": "random"})
     random_start = planned(project, "finetune_squad")
     assert "init_random" in random_start and not any(stage.startswith("pretrain_") for stage in random_start)
+
+
+def test_every_curve_folder_persists_across_reruns():
+    """DVC deletes a stage's outputs before running it again, so a training stage resumed after a
+    kill would lose the curve of the steps before its checkpoint; `persist: true` keeps it (the
+    training loop drops what it logged after the checkpoint, tests/test_faults.py)."""
+    stages = yaml.safe_load((REPO / "dvc.yaml").read_text(encoding="utf-8"))["stages"]
+    curves = {}
+    for name, stage in stages.items():
+        for out in stage.get("do", stage).get("outs", []):
+            path, options = next(iter(out.items())) if isinstance(out, dict) else (out, {})
+            if path.startswith("dvclive/"):
+                curves[name] = options
+    assert sorted(curves) == ["finetune_squad", "pretrain_phase1", "pretrain_phase2"]
+    for name, options in curves.items():
+        assert options.get("persist") is True and options.get("cache") is False, (name, options)
 
 
 def test_corpora_are_params(project):

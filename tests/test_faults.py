@@ -35,6 +35,7 @@ from safetensors.torch import load_file
 from bert.checkpoints import list_checkpoints, load_checkpoint
 from bert.corpus.documents import DocumentWriter
 from tests.stage_workspace import REPO, make_workspace, run_stage, set_params
+from tests.test_squad_stages import make_project as make_squad_project
 from tests.test_wikipedia import write_dump
 
 MAX_STEPS, SAVE_EVERY = 24, 6
@@ -224,23 +225,22 @@ def test_pretrain_killed_while_writing_a_checkpoint(tmp_path, reference_weights)
     _resume_and_check(root, SAVE_EVERY, reference_weights)  # also: the partial temp file is gone
 
 
-def _logged_steps(root: Path) -> list[int]:
-    lines = (root / LOSS_CURVE).read_text().splitlines()
+def _logged_steps(root: Path, curve: Path = LOSS_CURVE) -> list[int]:
+    lines = (root / curve).read_text().splitlines()
     column = lines[0].split("\t").index("step")
     return [int(line.split("\t")[column]) for line in lines[1:] if line.count("\t") == lines[0].count("\t")]
 
 
-def _dvc_project(root: Path, command: str) -> None:
-    """Make `root` a DVC project whose one stage is the repository's pretrain_phase1 (its outs,
-    metrics, params and phase 1 loss plot as dvc.yaml has them) running `command`."""
+def _dvc_project(
+    root: Path, command: str, name: str = "pretrain_phase1", deps=("data/examples/phase1", "data/vocab")
+) -> None:
+    """Make `root` a DVC project whose one stage is the repository's stage `name` (its outs,
+    metrics, params and the plots of its curves as dvc.yaml has them) running `command`."""
     pipeline = yaml.safe_load((REPO / "dvc.yaml").read_text())
-    stage = {
-        **pipeline["stages"]["pretrain_phase1"],
-        "cmd": command,
-        "deps": ["data/examples/phase1", "data/vocab"],
-    }
-    plots = [plot for plot in pipeline["plots"] if "Pretraining loss (phase 1)" in plot]
-    (root / "dvc.yaml").write_text(yaml.safe_dump({"stages": {"pretrain_phase1": stage}, "plots": plots}))
+    stage = {**pipeline["stages"][name], "cmd": command, "deps": list(deps)}
+    plots = [plot for plot in pipeline["plots"]
+             if all(path.startswith(f"dvclive/{name}/") for path in next(iter(plot.values()))["y"])]  # fmt: skip
+    (root / "dvc.yaml").write_text(yaml.safe_dump({"stages": {name: stage}, "plots": plots}))
     if not (root / ".dvc").exists():
         subprocess.run([BIN / "dvc", "init", "--no-scm", "--quiet"], cwd=root, check=True)
 
@@ -275,6 +275,61 @@ def test_dvc_repro_killed_and_resumed_keeps_every_step_of_the_curve_once(tmp_pat
     assert shown.returncode == 0, shown.stderr[-3000:]
     (plot,) = json.loads(shown.stdout)["data"]["Pretraining loss (phase 1)"]
     assert [int(row["step"]) for row in plot["content"]["data"]["values"]] == list(range(1, MAX_STEPS + 1))
+
+
+# 0.1 s more per fine-tuning step, as SLOW_STEPS for pretraining.
+SLOW_SQUAD_STEPS = """
+import dataclasses, bert.finetune
+_loss = bert.finetune.question_answering_objective.loss
+def question_answering_loss(model, batch):
+    time.sleep(0.1)
+    return _loss(model, batch)
+bert.finetune.question_answering_objective = dataclasses.replace(
+    bert.finetune.question_answering_objective, loss=question_answering_loss
+)
+"""
+SQUAD_CURVE = Path("dvclive/finetune_squad/plots/metrics/train/loss.tsv")
+SQUAD_SAVE_EVERY = 4
+
+
+def _squad_project(root: Path, vocab_file: Path) -> Path:
+    """tests/test_squad_stages.py's project (8 articles of the sample world, a tiny BERT), a
+    checkpoint every SQUAD_SAVE_EVERY steps."""
+    make_squad_project(root, vocab_file, "v1.1")
+    set_params(root, {"finetune.save_every": SQUAD_SAVE_EVERY, "finetune.log_every": 1})
+    return root
+
+
+@pytest.mark.slow
+def test_finetune_killed_under_dvc_repro_keeps_every_step_of_the_curve_once(tmp_path, uncased_vocab):
+    reference = _squad_project(tmp_path / "reference", uncased_vocab)
+    result = run_stage(reference, "stages.finetune_squad")
+    assert result.returncode == 0, result.stderr[-3000:]
+    steps = json.loads((reference / "metrics/finetune_squad.json").read_text())["steps"]
+    assert steps > SQUAD_SAVE_EVERY + 2  # the kill lands before the end
+
+    root = _squad_project(tmp_path / "killed", uncased_vocab)
+    (root / "slow_runner.py").write_text(RUNNER.format(patch=SLOW_SQUAD_STEPS))
+    deps = ("data/squad", "data/weights/phase2")
+    _dvc_project(root, "python slow_runner.py stages.finetune_squad", "finetune_squad", deps)
+    process = _start_command(root, [str(BIN / "dvc"), "repro", "finetune_squad"])
+
+    def past_the_checkpoint() -> bool:
+        return (root / SQUAD_CURVE).exists() and SQUAD_SAVE_EVERY + 2 in _logged_steps(root, SQUAD_CURVE)
+
+    _wait_for(past_the_checkpoint, process, root)
+    assert _kill(process) == -signal.SIGKILL
+    assert [load_checkpoint(p)["step"] for p in list_checkpoints(root / "data/checkpoints/squad")] == [
+        SQUAD_SAVE_EVERY
+    ]
+
+    _dvc_project(root, "python -m stages.finetune_squad", "finetune_squad", deps)
+    result = _dvc(root, "repro", "finetune_squad")
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    assert f"resumed from step {SQUAD_SAVE_EVERY} " in result.stdout + result.stderr
+    _assert_same_weights(_weights(root, "squad"), _weights(reference, "squad"))
+    assert _logged_steps(root, SQUAD_CURVE) == list(range(1, steps + 1))
+    assert (root / SQUAD_CURVE).read_text() == (reference / SQUAD_CURVE).read_text()  # the same values
 
 
 def test_pretrain_with_a_corrupt_newest_checkpoint_resumes_from_the_previous_one(tmp_path, reference_run):
@@ -484,6 +539,13 @@ def _examples_workspace(root: Path) -> Path:
     return root
 
 
+def _inter_examples_workspace(root: Path) -> Path:
+    """_examples_workspace with inter mixing: a task per corpus file, then a task per output shard."""
+    _examples_workspace(root)
+    set_params(root, {"mixing.mode": "inter"})
+    return root
+
+
 def _run_examples(root: Path) -> None:
     result = run_stage(root, "stages.examples", "phase1")
     assert result.returncode == 0, result.stderr[-3000:]
@@ -599,8 +661,26 @@ def _wikipedia_workspace(root: Path) -> Path:
             None,  # the stage has no metrics file (its manifest is in the output)
             "data/examples/phase1/part_00002.hdf5",
         ),
+        (
+            _inter_examples_workspace,
+            ("stages.examples", "phase1"),
+            "compute.num_workers",
+            dict(module="bert.corpus.mixing", function="_corpus_task", condition="task_args[0] == 1"),
+            "data/examples/phase1",
+            None,
+            "data/shards/bookcorpus/train_00000.parquet",  # corpus 1's one file
+        ),
+        (
+            _inter_examples_workspace,
+            ("stages.examples", "phase1"),
+            "compute.num_workers",
+            dict(module="bert.corpus.mixing", function="_mix_task", condition="task_args[0] == 2"),
+            "data/examples/phase1",
+            None,
+            "data/examples/phase1/part_00002.hdf5",
+        ),
     ],
-    ids=["shard", "documents", "examples"],
+    ids=["shard", "documents", "examples", "examples-inter-per-corpus", "examples-inter-mixing"],
 )
 def test_data_stage_worker_killed_stops_with_one_clear_line_and_reruns(
     tmp_path, workspace, stage, workers, patch, output, metrics, task

@@ -91,8 +91,9 @@ def examples_from_json(dataset: dict, source: str = "<json>") -> list[SquadExamp
                         raise UserError(f"{source}: question {qid}: missing key {key!r}")
                 if not isinstance(qa["question"], str) or not qa["question"].strip():
                     raise UserError(f"{source}: question {qid}: 'question' is {qa['question']!r}, not a text")
-                if not isinstance(qa["answers"], list):
-                    raise UserError(f"{source}: question {qid}: 'answers' is not a list")
+                for key in ("answers", "plausible_answers"):
+                    if not isinstance(qa.get(key, []), list):
+                        raise UserError(f"{source}: question {qid}: {key!r} is {qa[key]!r}, not a list")
                 is_impossible = bool(qa.get("is_impossible", False))
                 if is_impossible and labelled_v1:
                     raise UserError(
@@ -116,7 +117,11 @@ def examples_from_json(dataset: dict, source: str = "<json>") -> list[SquadExamp
 
 
 def _answer(answer: dict, context: str, source: str, qid: str, check: bool) -> Answer:
-    if not isinstance(answer, dict) or "text" not in answer or "answer_start" not in answer:
+    if not isinstance(answer, dict):
+        raise UserError(
+            f"{source}: question {qid}: an answer is {answer!r:.60}, not an object with 'text' and 'answer_start'"
+        )
+    if "text" not in answer or "answer_start" not in answer:
         raise UserError(f"{source}: question {qid}: an answer lacks 'text' or 'answer_start'")
     text, start = answer["text"], answer["answer_start"]
     if not isinstance(text, str) or not isinstance(start, int):

@@ -47,10 +47,12 @@ def evaluate(
     na_probs: dict[str, float] | None = None,
     na_prob_thresh: float = 1.0,
     source: str = "dataset",
+    na_prob_source: str = "na-prob file",
 ) -> dict:
     """The official metrics for the dataset's version: v1.1 {exact_match, f1}; v2.0 {exact, f1,
     total, HasAns_*, NoAns_*} and, with `na_probs`, best_exact/best_f1 and their thresholds.
-    A question without a prediction scores 0 (with a message on stderr)."""
+    A question without a prediction scores 0 (with a message on stderr). `source` and
+    `na_prob_source` name the dataset and the na_probs in error messages."""
     questions = _questions(dataset_json, source)
     for qa in questions:
         if qa["id"] not in predictions:
@@ -63,7 +65,12 @@ def evaluate(
                 f'version {dataset_json.get("version")!r}; set "version": "v2.0" in it'
             )
         return _evaluate_v1(questions, predictions)
-    return _evaluate_v2(questions, predictions, na_probs, na_prob_thresh)
+    return _evaluate_v2(questions, predictions, na_probs, na_prob_thresh, na_prob_source)
+
+
+def question_ids(dataset_json: dict, source: str = "dataset") -> list[str]:
+    """The ids of a dataset's questions, in file order (a UserError naming `source` if it is not SQuAD)."""
+    return [qa["id"] for qa in _questions(dataset_json, source)]
 
 
 def _questions(dataset_json: dict, source: str = "dataset") -> list[dict]:
@@ -97,6 +104,7 @@ def _evaluate_v2(
     predictions: dict[str, str],
     na_probs: dict[str, float] | None,
     na_prob_thresh: float,
+    na_prob_source: str,
 ) -> dict:
     has_answer = {qa["id"]: bool(qa["answers"]) for qa in questions}
     exact_raw, f1_raw = {}, {}
@@ -110,7 +118,9 @@ def _evaluate_v2(
     if na_probs is not None:
         absent = [qid for qid in predictions if qid in has_answer and qid not in na_probs]
         if absent:
-            raise UserError(f"na-prob file: no probability for question {absent[0]} ({len(absent)} missing)")
+            raise UserError(
+                f"{na_prob_source}: no probability for question {absent[0]} ({len(absent)} missing)"
+            )
 
     def thresholded(scores: dict) -> dict:
         # "No answer" is predicted when the no-answer probability (0 without a file) exceeds the threshold.
@@ -199,7 +209,14 @@ def main(argv: list[str] | None = None) -> None:
     na_probs = None
     if args.na_prob_file:
         na_probs = id_map(read_json(args.na_prob_file), args.na_prob_file, (int, float))
-    result = evaluate(dataset, predictions, na_probs, args.na_prob_thresh, source=args.data_file)
+    result = evaluate(
+        dataset,
+        predictions,
+        na_probs,
+        args.na_prob_thresh,
+        source=args.data_file,
+        na_prob_source=args.na_prob_file,
+    )
     if args.out_file:
         with atomic_file(args.out_file) as tmp:
             tmp.write_text(json.dumps(result))  # as evaluate-v2.0.py -o writes it: one line, no newline
