@@ -7,7 +7,8 @@ from pathlib import Path
 import pyarrow.parquet as pq
 import pytest
 
-from bert.corpus.wikipedia import DumpReader, extract_wikipedia, skip_reason
+from bert.corpus.mediawiki import DumpReader
+from bert.corpus.wikipedia import extract_wikipedia, skip_reason
 from bert.errors import UserError
 from tests.stage_workspace import write_params
 
