@@ -273,13 +273,24 @@ def _decompress(data: memoryview, offset: int, dump: Path, size: int) -> bytes:
     says the next stream starts (or the end of the file, `size` bytes). `data` may hold more than
     one stream: the dump's last page stream is followed by the stream of </mediawiki>."""
     parts = []
-    position = 0
+    position, previous = 0, offset  # previous: where the stream before `position` started
     while position < len(data):
-        start = offset + position
+        start, end = offset + position, offset + len(data)
         if not BZ2_STREAM_START.match(data[position : position + 10]):
+            if position == 0:
+                raise UserError(
+                    f"{dump}: byte offset {start} does not start a bz2 stream, where its index says one "
+                    "starts: the index is stale (made for another version of the dump): download both again"
+                )
+            if end == size:
+                raise UserError(
+                    f"{dump}: the bytes from offset {start} to the end of the file are not a bz2 stream: "
+                    "the file is corrupt: download it again"
+                )
             raise UserError(
-                f"{dump}: byte offset {start} does not start a bz2 stream, where its index says one "
-                "starts: the index is stale (made for another version of the dump): download both again"
+                f"{dump}: the bz2 stream at byte offset {previous} ends at byte {start}, not at byte {end} "
+                "where its index says the next stream starts: the index is stale (made for another "
+                "version of the dump): download both again"
             )
         decompressor = bz2.BZ2Decompressor()
         try:
@@ -289,7 +300,6 @@ def _decompress(data: memoryview, offset: int, dump: Path, size: int) -> bytes:
                 f"{dump}: the bz2 stream at byte offset {start} is corrupt ({error}): download it again"
             ) from None
         if not decompressor.eof:
-            end = offset + len(data)
             if end == size:
                 raise UserError(
                     f"{dump}: the bz2 stream at byte offset {start} is truncated (the file ends at byte "
@@ -300,7 +310,7 @@ def _decompress(data: memoryview, offset: int, dump: Path, size: int) -> bytes:
                 "says the next stream starts: the index is stale (made for another version of the dump): "
                 "download both again"
             )
-        position = len(data) - len(decompressor.unused_data)
+        previous, position = start, len(data) - len(decompressor.unused_data)
     return b"".join(parts)
 
 
