@@ -25,6 +25,11 @@ from pathlib import Path
 
 from bert.errors import UserError
 
+try:  # decompresses one bz2 stream on several threads; optional (without it: the bz2 module)
+    import indexed_bzip2
+except ImportError:
+    indexed_bzip2 = None
+
 # The namespaces every MediaWiki wiki has (English names), used when a dump has no <siteinfo>.
 STANDARD_NAMESPACES = {
     -2: "Media", -1: "Special", 0: "", 1: "Talk", 2: "User", 3: "User talk", 4: "Wikipedia",
@@ -130,13 +135,30 @@ class PageParser:
 
 class DumpReader(PageParser):
     """Streams the pages of one MediaWiki XML document (.xml, .xml.bz2) from start to end; learns
-    the namespaces from <siteinfo>."""
+    the namespaces from <siteinfo>. A .bz2 file is decompressed on `decompression_threads`
+    threads when indexed_bzip2 is installed."""
+
+    def __init__(self, path: str | Path, decompression_threads: int = 1):
+        super().__init__(path)
+        self.decompression_threads = decompression_threads
+
+    def _open(self):
+        if not self.path.name.endswith(".bz2"):
+            return open(self.path, "rb")
+        if indexed_bzip2 is not None and self.decompression_threads > 1:
+            with open(self.path, "rb") as file:
+                is_bz2 = BZ2_STREAM_START.match(file.read(10))
+            # indexed_bzip2 reads a file that is not bz2 as empty: such a file goes to bz2, which says so.
+            if is_bz2:
+                return indexed_bzip2.IndexedBzip2File(
+                    str(self.path), parallelization=self.decompression_threads
+                )
+        return bz2.open(self.path, "rb")
 
     def pages(self) -> Iterator[Page]:
-        opener = bz2.open if self.path.name.endswith(".bz2") else open
         count = 0
         try:
-            with opener(self.path, "rb") as raw:
+            with self._open() as raw:
                 reader = _CountingReader(raw)
                 root = None
                 for event, element in ET.iterparse(reader, events=("start", "end")):
@@ -170,6 +192,11 @@ class DumpReader(PageParser):
             raise UserError(
                 f"{self.path}: the bz2 stream ends early (truncated after {count} pages); "
                 "the download is incomplete: download it again"
+            ) from None
+        except RuntimeError as error:  # indexed_bzip2's only error: a truncated or corrupt stream
+            raise UserError(
+                f"{self.path}: the bz2 stream is truncated or corrupt ({error}); "
+                "the download is incomplete or damaged: download it again"
             ) from None
         except OSError as error:
             raise UserError(f"{self.path}: cannot read ({error}) after {count} pages") from None

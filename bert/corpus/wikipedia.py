@@ -353,9 +353,9 @@ def _multistream_articles(
             yield from articles
 
 
-def _single_stream_templates(dump: Path, templates_file: Path) -> tuple[PageParser, int]:
+def _single_stream_templates(dump: Path, processes: int, templates_file: Path) -> tuple[PageParser, int]:
     """First pass over a single-stream dump, in this process: (its reader, its number of pages)."""
-    reader = DumpReader(dump)
+    reader = DumpReader(dump, decompression_threads=processes)
     pages = 0
 
     def definitions() -> Iterator[tuple[str, str, str]]:
@@ -373,7 +373,7 @@ def _single_stream_articles(
     dump: Path, namespaces: dict[int, str], processes: int, templates_file: Path, skipped: Counter
 ) -> Iterator[tuple[str, str, str | None]]:
     def jobs() -> Iterator[tuple[str, str, str, str]]:
-        for page in DumpReader(dump).pages():
+        for page in DumpReader(dump, decompression_threads=processes).pages():
             if reason := skip_reason(page):
                 skipped[reason] += 1
             else:
@@ -406,7 +406,7 @@ def extract_dump(
     else:
         if path.name.endswith(".bz2"):
             log.info("%s: no multistream index beside it: reading it in one stream", path.name)
-        header, total_pages = _single_stream_templates(path, templates_file)
+        header, total_pages = _single_stream_templates(path, processes, templates_file)
     if total_pages == 0:
         raise UserError(f"{path}: the dump contains no <page> elements; is it a MediaWiki XML export?")
     if not header.has_siteinfo:
