@@ -5,7 +5,10 @@ universities and events with consistent facts (a person is born in a town in a y
 university, marries, founds a company; an event happens in a town ...) and writes them in the
 formats the real sources have, so the demo pipeline runs exactly the code a real run does:
 
-  wikipedia/samplewiki-20260101-pages-articles.xml.bz2   MediaWiki XML export 0.11 (like enwiki)
+  wikipedia/samplewiki-20260101-pages-articles-multistream.xml.bz2
+  wikipedia/samplewiki-20260101-pages-articles-multistream-index.txt.bz2
+                                                         MediaWiki XML export 0.11 as Wikimedia's
+                                                         multistream dump and its index (like enwiki)
   books/txt/<slug>.txt                                   narrative books, one paragraph a line
   books/parquet/train-00000-of-00001.parquet             the same lines, one `text` row each
   squad/v1.1/{train,dev}-v1.1.json                       SQuAD v1.1 (dev: three gold answers)

@@ -1,6 +1,5 @@
 """The whole sample world in memory as {relative path: bytes}, and writing it into a folder."""
 
-import bz2
 import io
 import json
 import random
@@ -13,7 +12,7 @@ from bert.atomic import atomic_file
 from sample_world.articles import write_article
 from sample_world.books import BOOKS_PARQUET, build_books
 from sample_world.squad import SQUAD_FILES, build_squad
-from sample_world.wiki_xml import DUMP_NAME, build_dump
+from sample_world.wiki_xml import DUMP_NAME, INDEX_NAME, build_dump, multistream
 from sample_world.world import build_world
 
 
@@ -24,7 +23,7 @@ def generate(seed: int) -> tuple[dict[str, bytes], dict]:
     articles = [write_article(world, e, rng_wiki) for e in world.all()]
     files: dict[str, bytes] = {}
     xml = build_dump(world, articles, rng_wiki)
-    files[f"wikipedia/{DUMP_NAME}"] = bz2.compress(xml, compresslevel=9)
+    files[f"wikipedia/{DUMP_NAME}"], files[f"wikipedia/{INDEX_NAME}"] = multistream(xml)
 
     books = sorted(build_books(world, rng_books))  # the Parquet rows follow the .txt files in name order
     all_lines = []

@@ -1,14 +1,20 @@
 """The MediaWiki XML export (version 0.11, like enwiki's): the articles, with disambiguation
-pages, redirects and pages outside the article namespace, which the extraction must skip."""
+pages, redirects and pages outside the article namespace, which the extraction must skip; written
+as Wikimedia writes its multistream dumps, with their index."""
 
+import bz2
 import hashlib
 import random
+import re
+from html import unescape
 
 from sample_world.articles import Article
 from sample_world.names import ascii_fold
 from sample_world.world import Entity, World
 
-DUMP_NAME = "samplewiki-20260101-pages-articles.xml.bz2"
+DUMP_NAME = "samplewiki-20260101-pages-articles-multistream.xml.bz2"
+INDEX_NAME = "samplewiki-20260101-pages-articles-multistream-index.txt.bz2"
+PAGES_PER_STREAM = 100  # as in Wikimedia's dumps
 
 EDITORS = [
     "Asparagusus",
@@ -234,3 +240,30 @@ def build_dump(w: World, articles: list[Article], rng: random.Random) -> bytes:
         for i, (title, ns, text, target) in enumerate(pages)
     )
     return (header + body + "</mediawiki>\n").encode("utf-8")
+
+
+PAGE = re.compile(rb"[ ]*<page>.*?</page>\n?", re.DOTALL)
+TITLE_AND_ID = re.compile(rb"<title>(.*?)</title>.*?<id>(\d+)</id>", re.DOTALL)
+
+
+def multistream(xml: bytes, pages_per_stream: int = PAGES_PER_STREAM) -> tuple[bytes, bytes]:
+    """A MediaWiki XML document as Wikimedia writes a `-multistream.xml.bz2` dump and its
+    `-multistream-index.txt.bz2`: one bz2 stream with what precedes the first <page> (the
+    <siteinfo> header), one per `pages_per_stream` pages, one with what follows the last page
+    (</mediawiki>); an index line `offset:page_id:title` per page, offset being the byte where its
+    stream starts. The streams decompress, one after another, to `xml` itself."""
+    pages = list(PAGE.finditer(xml))
+    chunks = [xml[: pages[0].start()]]
+    chunks += [xml[group[0].start() : group[-1].end()] for group in _groups(pages, pages_per_stream)]
+    chunks.append(xml[pages[-1].end() :])
+    dump, index_lines = b"", []
+    for number, chunk in enumerate(chunks):
+        if 0 < number < len(chunks) - 1:
+            for title, page_id in TITLE_AND_ID.findall(chunk):
+                index_lines.append(f"{len(dump)}:{page_id.decode()}:{unescape(title.decode('utf-8'))}\n")
+        dump += bz2.compress(chunk, compresslevel=9)
+    return dump, bz2.compress("".join(index_lines).encode("utf-8"), compresslevel=9)
+
+
+def _groups(items: list, size: int) -> list[list]:
+    return [items[start : start + size] for start in range(0, len(items), size)]

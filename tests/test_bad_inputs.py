@@ -21,10 +21,13 @@ from bert.corpus.documents import DocumentWriter
 from bert.modeling import BertConfig, BertForQuestionAnswering
 from tests.shard_fixtures import VOCAB, write_vocab
 from tests.stage_workspace import make_workspace, repo_params, run_stage, set_params, write_params
+from tests.test_multistream import offsets, rewrite_index, small_wiki
 from tests.test_wikipedia import PAGES, write_dump
 
 WIKI_DUMP = "data/raw/wikipedia/dump.xml"
 WIKI_DUMP_BZ2 = "data/raw/wikipedia/dump.xml.bz2"
+MULTISTREAM_DUMP = "data/raw/wikipedia/testwiki-pages-articles-multistream.xml.bz2"
+MULTISTREAM_INDEX = "data/raw/wikipedia/testwiki-pages-articles-multistream-index.txt.bz2"
 STRAY_SHARD = "data/examples/phase1/part-00003.hdf5"
 BOOKS = Path("data/raw/bookcorpus")
 
@@ -107,6 +110,33 @@ def good_bz2_dump(root: Path) -> None:
 def empty_dump_folder(root: Path) -> None:
     (root / "data/raw/wikipedia").mkdir(parents=True)
     (root / "data/raw/wikipedia/README.txt").write_text("the dump goes here\n")
+
+
+def good_multistream(root: Path) -> None:
+    small_wiki(root / "data/raw/wikipedia")
+
+
+def truncated_multistream(root: Path) -> None:
+    """Cut inside its last stream of pages."""
+    dump, index = small_wiki(root / "data/raw/wikipedia")
+    dump.write_bytes(dump.read_bytes()[: offsets(index)[-1] + 100])
+
+
+def multistream_with_stale_offset(root: Path) -> None:
+    """The index puts the third stream 3 bytes after where it starts."""
+    dump, index = small_wiki(root / "data/raw/wikipedia")
+    third = offsets(index)[2]
+    rewrite_index(index, lambda line: line.replace(f"{third}:", f"{third + 3}:", 1))
+
+
+def multistream_with_stale_ids(root: Path) -> None:
+    dump, index = small_wiki(root / "data/raw/wikipedia")
+    rewrite_index(index, lambda line: line.replace(":5:", ":55:"))
+
+
+def index_without_dump(root: Path) -> None:
+    dump, index = small_wiki(root / "data/raw/wikipedia")
+    dump.unlink()
 
 
 def parquet_text(values, kind: pa.DataType) -> Callable[[Path], None]:
@@ -307,8 +337,18 @@ CASES = [
          "data/documents/wikipedia", fix=good_dump),
     Case("wiki-no-dump", WIKIPEDIA, empty_dump_folder, ("data/raw/wikipedia", "no Wikipedia dump"),
          "data/documents/wikipedia", fix=good_dump),
-    Case("wiki-bz2-truncated", WIKIPEDIA, truncated_bz2_dump, (WIKI_DUMP_BZ2, "ends early", "download it again"),
+    Case("wiki-bz2-truncated", WIKIPEDIA, truncated_bz2_dump, (WIKI_DUMP_BZ2, "truncated or corrupt", "download it again"),
          "data/documents/wikipedia", fix=good_bz2_dump),
+    Case("wiki-multistream-truncated", WIKIPEDIA, truncated_multistream,
+         (MULTISTREAM_DUMP, "the bz2 stream at byte offset", "is truncated"), "data/documents/wikipedia", fix=good_multistream),
+    Case("wiki-multistream-stale-offset", WIKIPEDIA, multistream_with_stale_offset,
+         (MULTISTREAM_DUMP, "the bz2 stream at byte offset", "where its index says the next stream starts", "stale"),
+         "data/documents/wikipedia", fix=good_multistream),
+    Case("wiki-multistream-stale-ids", WIKIPEDIA, multistream_with_stale_ids,
+         (MULTISTREAM_DUMP, "at byte offset", "holds page id 5", "lists page id 55", "stale"), "data/documents/wikipedia",
+         fix=good_multistream),
+    Case("wiki-index-without-dump", WIKIPEDIA, index_without_dump,
+         (MULTISTREAM_INDEX, "a multistream index without its dump"), "data/documents/wikipedia", fix=good_multistream),
     # Books: .txt and Parquet
     Case("parquet-int-text", BOOKCORPUS, parquet_text([1, 2], pa.int64()), ("books.parquet", "`text` column holds int64"),
          "data/documents/bookcorpus", fix=good_parquet),

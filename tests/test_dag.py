@@ -20,7 +20,10 @@ REPO = Path(__file__).resolve().parents[1]
 BIN = Path(sys.executable).parent
 SAMPLE_WIKIPEDIA = {
     "kind": "wikipedia",
-    "sources": ["data/sample/wikipedia/samplewiki-20260101-pages-articles.xml.bz2"],
+    "sources": [
+        "data/sample/wikipedia/samplewiki-20260101-pages-articles-multistream.xml.bz2",
+        "data/sample/wikipedia/samplewiki-20260101-pages-articles-multistream-index.txt.bz2",
+    ],
     "checksums": [],
 }
 CORPUS_STAGES = re.compile(

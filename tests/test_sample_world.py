@@ -15,11 +15,12 @@ from sample_world.__main__ import main
 from sample_world.books import BOOKS_PARQUET
 from sample_world.generate import generate
 from sample_world.squad import SQUAD_FILES
-from sample_world.wiki_xml import DUMP_NAME, mediawiki_sha1
+from sample_world.wiki_xml import DUMP_NAME, INDEX_NAME, PAGES_PER_STREAM, mediawiki_sha1
 
 REPO = Path(__file__).resolve().parents[1]
 SAMPLE = REPO / "data" / "sample"
 DUMP = SAMPLE / "wikipedia" / DUMP_NAME
+INDEX = SAMPLE / "wikipedia" / INDEX_NAME
 NS = "{http://www.mediawiki.org/xml/export-0.11/}"
 SQUAD = {
     (version, split): SAMPLE / "squad" / version / name
@@ -97,6 +98,28 @@ def test_dump_is_a_mediawiki_export_with_siteinfo(pages):
         assert int(page["attrib"]["bytes"]) == len(page["text"].encode("utf-8"))
         assert page["sha1"] == page["attrib"]["sha1"] == mediawiki_sha1(page["text"])
         assert page["attrib"]["{http://www.w3.org/XML/1998/namespace}space"] == "preserve"
+
+
+def test_dump_is_multistream_with_an_index_of_every_page(pages):
+    """As Wikimedia writes it: a stream for <siteinfo>, streams of 100 pages, a stream for
+    </mediawiki>; the index lists each page (id, title) at the byte offset of its stream."""
+    data = DUMP.read_bytes()
+    streams, position = [], 0
+    while position < len(data):
+        decompressor = bz2.BZ2Decompressor()
+        streams.append((position, decompressor.decompress(data[position:])))
+        assert decompressor.eof
+        position = len(data) - len(decompressor.unused_data)
+    assert b"".join(xml for _, xml in streams) == bz2.decompress(data)
+    assert streams[0][1].rstrip().endswith(b"</siteinfo>") and streams[-1][1].strip() == b"</mediawiki>"
+    index = [line.split(":", 2) for line in bz2.decompress(INDEX.read_bytes()).decode("utf-8").splitlines()]
+    assert [(page_id, title) for _, page_id, title in index] == [(p["id"], p["title"]) for p in pages]
+    page_streams = streams[1:-1]
+    assert [int(offset) for offset, _, _ in index] == [
+        offset for number, (offset, _) in enumerate(page_streams)
+        for _ in range(min(PAGES_PER_STREAM, len(pages) - number * PAGES_PER_STREAM))
+    ]  # fmt: skip
+    assert all(xml.count(b"<page>") == PAGES_PER_STREAM for _, xml in page_streams[:-1])
 
 
 def test_dump_has_articles_redirects_and_other_namespaces(pages):

@@ -26,9 +26,8 @@ def sample_world_project(root: Path, workers: int) -> Path:
     root.mkdir()
     write_params(root, {"compute.num_workers": workers, "extract.processes": workers})
     (root / "data/raw/wikipedia").mkdir(parents=True)
-    shutil.copy(
-        REPO / "data/sample/wikipedia/samplewiki-20260101-pages-articles.xml.bz2", root / "data/raw/wikipedia"
-    )
+    for dump in (REPO / "data/sample/wikipedia").iterdir():  # multistream, with its index
+        shutil.copy(dump, root / "data/raw/wikipedia")
     shutil.copytree(REPO / "data/sample/books/txt", root / "data/raw/bookcorpus")
     return root
 

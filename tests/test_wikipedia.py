@@ -7,7 +7,9 @@ from pathlib import Path
 import pyarrow.parquet as pq
 import pytest
 
-from bert.corpus.wikipedia import DumpReader, extract_wikipedia, skip_reason
+from bert.corpus import mediawiki
+from bert.corpus.mediawiki import DumpReader
+from bert.corpus.wikipedia import extract_wikipedia, skip_reason
 from bert.errors import UserError
 from tests.stage_workspace import write_params
 
@@ -104,6 +106,36 @@ def test_same_output_with_one_or_two_processes(tmp_path):
     extract_wikipedia(tmp_path / "raw", tmp_path / "two", processes=2, corpus="wikipedia")
     assert read_documents(tmp_path / "one") == read_documents(tmp_path / "two")
     assert len(read_documents(tmp_path / "two")) == 42
+
+
+@pytest.mark.parametrize("decompressor", ["bz2", "indexed_bzip2"])
+def test_single_stream_bz2_on_either_decompressor(tmp_path, monkeypatch, decompressor):
+    """With indexed_bzip2 installed, a single-stream .bz2 is decompressed on `processes` threads:
+    the same documents as bz2's, and a truncated file is still one line that says so."""
+    opened = []
+    if decompressor == "bz2":
+        monkeypatch.setattr(mediawiki, "indexed_bzip2", None)
+    else:
+        indexed_bzip2 = pytest.importorskip("indexed_bzip2")
+        real = indexed_bzip2.IndexedBzip2File
+
+        def recording(path, **options):
+            opened.append(options)
+            return real(path, **options)
+
+        monkeypatch.setattr(indexed_bzip2, "IndexedBzip2File", recording)
+    pages = PAGES + [(100 + i, f"Article {i}", f"Text number {i}. More.", 0, None) for i in range(40)]
+    write_dump(tmp_path / "xml/dump.xml", pages=pages)
+    write_dump(tmp_path / "bz2/dump.xml.bz2", pages=pages)
+    extract_wikipedia(tmp_path / "xml", tmp_path / "from-xml", processes=2, corpus="wikipedia")
+    extract_wikipedia(tmp_path / "bz2", tmp_path / "from-bz2", processes=2, corpus="wikipedia")
+    assert read_documents(tmp_path / "from-bz2") == read_documents(tmp_path / "from-xml")
+    assert opened == ([{"parallelization": 2}] * 2 if decompressor == "indexed_bzip2" else [])
+    dump = tmp_path / "bz2/dump.xml.bz2"
+    dump.write_bytes(dump.read_bytes()[:-200])
+    with pytest.raises(UserError, match=f"^{dump}: the bz2 stream (ends early|is truncated)"):
+        extract_wikipedia(dump, tmp_path / "out/docs", processes=2, corpus="wikipedia")
+    assert not (tmp_path / "out/docs").exists()
 
 
 def test_skip_reasons_from_siteinfo_less_titles(tmp_path):

@@ -1,23 +1,35 @@
-"""Wikipedia dump (MediaWiki XML, .xml or .xml.bz2) -> document table of plain-text articles.
+"""Wikipedia dump (MediaWiki XML) -> document table of plain-text articles.
 
 The wikitext of each article is cleaned by wikiextractor's `Extractor` (templates expanded from
 the dump's own Template: pages, links reduced to their labels, tables, lists and headings
-dropped), run on worker processes of ours (bert.parallel), not wikiextractor's own. We read the XML ourselves with a real XML parser
-instead of wikiextractor's line-by-line regex reader, because that reader
+dropped), run on worker processes of ours (bert.parallel), not wikiextractor's own. We read the
+XML ourselves with a real XML parser (bert.corpus.mediawiki) instead of wikiextractor's
+line-by-line regex reader, because that reader
   - cannot tell a malformed or truncated file from a good one (it just yields less),
   - learns the Template namespace only from <siteinfo>, and without one silently writes zero
     articles (so we supply the standard MediaWiki namespaces when <siteinfo> is missing),
   - has no notion of disambiguation pages.
 Like wikiextractor we make two passes over the dump: the first collects the templates (and
 checks that the whole file parses, before anything is written), the second extracts articles.
+
+A multistream dump with its index is read in parallel end to end: each task of either pass is a
+byte range of whole bz2 streams that a worker decompresses and parses itself; the tasks of the
+template pass return the Template: pages of their range, which the main process merges in page
+order into a file that the workers of the second pass load (by its path, in their initializer).
+The main process only lists the tasks and writes the documents. A dump in one stream (.xml, or
+.xml.bz2 without an index) cannot be cut: the main process reads it, the workers clean articles.
+Tasks take plain values (paths, offsets, page ids) and nothing comes from the parent by fork, so
+they run the same under any start method or task engine; results come back in task order, so the
+output is the same bytes whatever the number of workers.
 """
 
-import bz2
 import logging
+import mmap
 import os
 import re
+import struct
+import tempfile
 import time
-import xml.etree.ElementTree as ET
 from collections import Counter
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
@@ -31,23 +43,30 @@ from wikiextractor import template_blob
 
 from bert.atomic import atomic_folder
 from bert.corpus.documents import DocumentWriter
+from bert.corpus.mediawiki import (
+    ARTICLE_NAMESPACE,
+    INDEX_SUFFIX,
+    TEMPLATE_NAMESPACE,
+    DumpReader,
+    Page,
+    PageParser,
+    StreamRangeReader,
+    dump_of,
+    index_of,
+    index_streams,
+    read_header,
+    stream_ranges,
+)
 from bert.errors import UserError
 from bert.parallel import Workers
 
 log = logging.getLogger(__name__)
 
 DUMP_SUFFIXES = (".xml", ".xml.bz2")
-
-# The namespaces every MediaWiki wiki has (English names), used when a dump has no <siteinfo>.
-STANDARD_NAMESPACES = {
-    -2: "Media", -1: "Special", 0: "", 1: "Talk", 2: "User", 3: "User talk", 4: "Wikipedia",
-    5: "Wikipedia talk", 6: "File", 7: "File talk", 8: "MediaWiki", 9: "MediaWiki talk",
-    10: "Template", 11: "Template talk", 12: "Help", 13: "Help talk", 14: "Category",
-    15: "Category talk", 100: "Portal", 101: "Portal talk", 118: "Draft", 119: "Draft talk",
-    710: "TimedText", 711: "TimedText talk", 828: "Module", 829: "Module talk",
-}  # fmt: skip
-ARTICLE_NAMESPACE = 0
-TEMPLATE_NAMESPACE = 10
+# Compressed bytes of a multistream dump per task: ~10 MB of XML, a few seconds of work, so memory
+# stays bounded and enwiki makes thousands of tasks; the tasks follow from the file alone.
+TASK_BYTES = 2 * 2**20
+ARTICLES_PER_TASK = 8  # pages per task when the main process reads a single-stream dump itself
 
 # {{Disambiguation}}, {{Disambig|geo}}, {{Dab}}, {{Hndis}}, {{Human name disambiguation}}, ...
 # but not the inline cleanup tag {{Disambiguation needed}} nor a hatnote such as
@@ -56,16 +75,6 @@ DISAMBIGUATION_TEMPLATE = re.compile(
     r"\{\{\s*(?:[^{}|]*\s)?(?:disambiguation|disambig|disamb|dab|hndis|geodis|numberdis)\s*(?:\||\}\})",
     re.IGNORECASE,
 )
-
-
-@dataclass
-class Page:
-    page_id: str
-    revision_id: str
-    title: str
-    namespace: int
-    redirect: bool
-    text: str
 
 
 @dataclass
@@ -92,132 +101,6 @@ class ExtractStats:
         }
 
 
-class _CountingReader:
-    """A binary file wrapper that counts the (decompressed) bytes read through it."""
-
-    def __init__(self, file):
-        self.file = file
-        self.bytes = 0
-
-    def read(self, size: int = -1) -> bytes:
-        data = self.file.read(size)
-        self.bytes += len(data)
-        return data
-
-
-def _local(tag: str) -> str:
-    return tag.rpartition("}")[2]
-
-
-class DumpReader:
-    """Streams the pages of one MediaWiki XML export; learns namespaces from <siteinfo>."""
-
-    def __init__(self, path: str | Path):
-        self.path = Path(path)
-        self.namespaces: dict[int, str] = dict(STANDARD_NAMESPACES)
-        self.has_siteinfo = False
-        self.xml_bytes = 0
-
-    def pages(self) -> Iterator[Page]:
-        opener = bz2.open if self.path.name.endswith(".bz2") else open
-        count = 0
-        try:
-            with opener(self.path, "rb") as raw:
-                reader = _CountingReader(raw)
-                root = None
-                for event, element in ET.iterparse(reader, events=("start", "end")):
-                    if root is None:
-                        root = element
-                        continue
-                    if event != "end":
-                        continue
-                    tag = _local(element.tag)
-                    if tag == "siteinfo":
-                        self._read_siteinfo(element)
-                        root.clear()
-                    elif tag == "page":
-                        count += 1
-                        yield self._page(element)
-                        root.clear()
-                self.xml_bytes = reader.bytes
-        except ET.ParseError as error:
-            line, column = error.position
-            reason = str(error).split(":")[0]
-            if count == 0 and self._looks_like_html():
-                raise UserError(
-                    f"{self.path}: an HTML page, not a MediaWiki XML export (a web server's error page?): "
-                    "check the source URL and download it again"
-                ) from None
-            raise UserError(
-                f"{self.path}: malformed XML at line {line}, column {column} ({reason}) after {count} pages; "
-                "the file is corrupt, truncated or not UTF-8: download it again"
-            ) from None
-        except EOFError:
-            raise UserError(
-                f"{self.path}: the bz2 stream ends early (truncated after {count} pages); "
-                "the download is incomplete: download it again"
-            ) from None
-        except OSError as error:
-            raise UserError(f"{self.path}: cannot read ({error}) after {count} pages") from None
-
-    def _looks_like_html(self) -> bool:
-        opener = bz2.open if self.path.name.endswith(".bz2") else open
-        try:
-            with opener(self.path, "rb") as file:
-                start = file.read(1024).lower()
-        except (OSError, EOFError):
-            return False
-        return b"<!doctype html" in start or b"<html" in start
-
-    def _read_siteinfo(self, element: ET.Element) -> None:
-        self.has_siteinfo = True
-        for child in element.iter():
-            if _local(child.tag) == "namespace" and child.get("key") is not None:
-                self.namespaces[int(child.get("key"))] = child.text or ""
-
-    def _page(self, element: ET.Element) -> Page:
-        page_id = revision_id = title = text = ""
-        namespace = None
-        redirect = False
-        for child in element:
-            tag = _local(child.tag)
-            if tag == "title":
-                title = child.text or ""
-            elif tag == "ns":
-                namespace = self._namespace_number(child.text, title)
-            elif tag == "id":
-                page_id = child.text or ""
-            elif tag == "redirect":
-                redirect = True
-            elif tag == "revision":
-                for part in child:
-                    part_tag = _local(part.tag)
-                    if part_tag == "id":
-                        revision_id = part.text or ""
-                    elif part_tag == "text":
-                        text = part.text or ""
-        if namespace is None:  # exports older than schema 0.5 have no <ns>
-            namespace = self._namespace_of(title)
-        return Page(page_id, revision_id, title, namespace, redirect, text)
-
-    def _namespace_number(self, text: str | None, title: str) -> int:
-        try:
-            return int(text or "")
-        except ValueError:
-            raise UserError(
-                f"{self.path}: page {title!r} has <ns>{text or ''}</ns>, not a namespace number; "
-                "the dump is corrupt or not a MediaWiki export: download it again"
-            ) from None
-
-    def _namespace_of(self, title: str) -> int:
-        prefix, colon, _ = title.partition(":")
-        if colon:
-            for key, name in self.namespaces.items():
-                if name and name.lower() == prefix.lower():
-                    return key
-        return ARTICLE_NAMESPACE
-
-
 def skip_reason(page: Page) -> str | None:
     """Why a page is not an article document (None when it is one)."""
     if page.namespace != ARTICLE_NAMESPACE:
@@ -230,31 +113,24 @@ def skip_reason(page: Page) -> str | None:
 
 
 def find_dumps(folder: str | Path) -> list[Path]:
+    """The dumps under `folder` (or `folder` itself, a file), in name order; a multistream index
+    goes with its dump (bert.corpus.mediawiki.index_of)."""
     folder = Path(folder)
     if folder.is_file():
         return [folder]
     if not folder.is_dir():
         raise UserError(f"{folder}: not found; run `dvc repro download@{folder.name}` first")
-    dumps = sorted(p for p in folder.rglob("*") if p.is_file() and p.name.endswith(DUMP_SUFFIXES))
+    files = sorted(p for p in folder.rglob("*") if p.is_file())
+    for index in (p for p in files if p.name.endswith(INDEX_SUFFIX)):
+        if not dump_of(index).is_file():
+            raise UserError(
+                f"{index}: a multistream index without its dump ({dump_of(index).name} is not beside it): "
+                "download the dump too, or remove the index"
+            )
+    dumps = [p for p in files if p.name.endswith(DUMP_SUFFIXES)]
     if not dumps:
         raise UserError(f"{folder}: no Wikipedia dump (*.xml or *.xml.bz2) in this folder")
     return dumps
-
-
-# State of the extraction workers: set in the parent before the workers fork, so every worker
-# shares the templates (in shared memory) without pickling them.
-_worker_state: dict = {}
-ARTICLES_PER_TASK = 8
-
-
-def _extract_articles(jobs: list[tuple[str, str, str, str]]) -> list[tuple[str, str, str | None]]:
-    return [_extract_article(*job) for job in jobs]
-
-
-def _batches(items: Iterable, size: int) -> Iterator[list]:
-    items = iter(items)
-    while batch := list(islice(items, size)):
-        yield batch
 
 
 # MediaWiki stops expanding a page's templates past fixed limits (preprocessor node count,
@@ -315,66 +191,235 @@ def _extract_article(
     return page_id, title, "\n".join(line.strip() for line in paragraphs if line.strip())
 
 
-def _load_templates(
-    reader: DumpReader, progress: tqdm
-) -> tuple[template_blob.StreamingTemplateBlobBuilder, ...]:
-    templates = template_blob.StreamingTemplateBlobBuilder()
-    redirects = template_blob.StreamingTemplateBlobBuilder()
-    pages = 0
+# ---- the templates, from the first pass to the workers of the second, through a file ------------
+
+
+def _template_definition(page: Page) -> tuple[str, str, str] | None:
+    """(kind, title, value) of a Template: page as wikiextractor stores it: ("template", its
+    expandable text) or ("redirect", its target); None for any other page or an empty template."""
+    if page.namespace != TEMPLATE_NAMESPACE:
+        return None
+    resolved = wikiextractor.resolve_template_page(page.title, [escape(page.text)])
+    return None if resolved is None else (resolved[0], page.title, resolved[1])
+
+
+TEMPLATES_FILE_HEADER = struct.Struct(">6Q")  # the lengths of the six blobs that follow
+
+
+def _write_templates_file(path: Path, definitions: Iterable[tuple[str, str, str]]) -> None:
+    """The templates and template redirects, in dump order, as the blobs of wikiextractor's
+    template_blob (a sorted title index, titles, contents; for each of the two): the workers map
+    the file and share its pages instead of each holding a copy (enwiki: ~900,000 templates)."""
+    builders = {"template": template_blob.StreamingTemplateBlobBuilder(),
+                "redirect": template_blob.StreamingTemplateBlobBuilder()}  # fmt: skip
+    for kind, title, value in definitions:
+        builders[kind].add(title, value)
+    blobs = [*builders["template"].finish(), *builders["redirect"].finish()]
+    with open(path, "wb") as file:
+        file.write(TEMPLATES_FILE_HEADER.pack(*map(len, blobs)))
+        for blob in blobs:
+            file.write(blob)
+
+
+# What _extract_article needs, loaded in each worker by _load_templates_file (the pool's initializer).
+_worker_state: dict = {}
+
+
+def _load_templates_file(path: str, namespaces: dict[int, str]) -> None:
+    with open(path, "rb") as file:
+        view = memoryview(mmap.mmap(file.fileno(), 0, access=mmap.ACCESS_READ))
+    lengths = TEMPLATES_FILE_HEADER.unpack(view[: TEMPLATES_FILE_HEADER.size])
+    blobs, position = [], TEMPLATES_FILE_HEADER.size
+    for length in lengths:
+        blobs.append(view[position : position + length])
+        position += length
+    _worker_state.update(
+        templates=template_blob.CompactedTemplates(*blobs[:3]),
+        redirects=template_blob.CompactedTemplates(*blobs[3:]),
+        template_prefix=namespaces.get(TEMPLATE_NAMESPACE, "Template") + ":",
+        known_namespaces={name for name in namespaces.values() if name},
+        ignored_tags=[*wikiextractor._DEFAULT_IGNORED_TAG_PATTERNS, wikiextractor.ignoreTag("a")],
+    )
+
+
+# ---- tasks (module-level functions of plain values) --------------------------------------------
+
+
+def _range_templates(dump: str, namespaces: dict[int, str], streams: list, end: int) -> tuple[int, int, list]:
+    """First pass, one byte range of a multistream dump: (pages, bytes of XML, template definitions)."""
+    reader = StreamRangeReader(dump, namespaces, streams, end)
+    pages, definitions = 0, []
     for page in reader.pages():
         pages += 1
-        progress.update()
-        if page.namespace == TEMPLATE_NAMESPACE:
-            resolved = wikiextractor.resolve_template_page(page.title, [escape(page.text)])
-            if resolved is not None:
-                kind, value = resolved
-                (redirects if kind == "redirect" else templates).add(page.title, value)
-    return templates, redirects, pages
+        if definition := _template_definition(page):
+            definitions.append(definition)
+    return pages, reader.xml_bytes, definitions
 
 
-def extract_dump(
-    path: Path, writer: DocumentWriter, processes: int, stats: ExtractStats, corpus: str
-) -> None:
-    """Extract the articles of one dump into `writer`, in dump order."""
-    reader = DumpReader(path)
-    with tqdm(desc=f"templates {path.name}", unit=" pages", leave=False) as progress:
-        templates, redirects, total_pages = _load_templates(reader, progress)
-    if total_pages == 0:
-        raise UserError(f"{path}: the dump contains no <page> elements; is it a MediaWiki XML export?")
-    if not reader.has_siteinfo:
-        log.info("%s has no <siteinfo>: using the standard MediaWiki namespaces", path.name)
-    template_name = reader.namespaces.get(TEMPLATE_NAMESPACE, "Template")
-    documents_before = stats.documents
-    skipped = Counter()
+def _range_articles(dump: str, namespaces: dict[int, str], streams: list, end: int) -> tuple[list, Counter]:
+    """Second pass, one byte range of a multistream dump: (articles as _extract_article gives them,
+    skipped pages by reason)."""
+    articles, skipped = [], Counter()
+    for page in StreamRangeReader(dump, namespaces, streams, end).pages():
+        if reason := skip_reason(page):
+            skipped[reason] += 1
+        else:
+            articles.append(_extract_article(page.page_id, page.revision_id, page.title, page.text))
+    return articles, skipped
 
-    def articles() -> Iterator[tuple[str, str, str, str]]:
-        for page in reader.pages():
-            reason = skip_reason(page)
-            if reason:
+
+def _extract_articles(jobs: list[tuple[str, str, str, str]]) -> list[tuple[str, str, str | None]]:
+    """Second pass of a single-stream dump: the articles the main process read."""
+    return [_extract_article(*job) for job in jobs]
+
+
+def _extract_article(
+    page_id: str, revision_id: str, title: str, wikitext: str
+) -> tuple[str, str, str | None]:
+    """(page id, title, plain text), the text None when the page's templates exceed the budget."""
+    state = _worker_state
+    extractor = BudgetedExtractor(
+        page_id,
+        revision_id,
+        "",
+        title,
+        [],
+        templates=state["templates"],
+        redirects=state["redirects"],
+        templatePrefix=state["template_prefix"],
+        knownNamespaces=state["known_namespaces"],
+        ignored_tag_patterns=state["ignored_tags"],
+        keepSections=False,
+    )
+    # wikiextractor expects the text as it appears in the XML file, entities still escaped.
+    paragraphs = extractor.clean_text(escape(wikitext), html_safe=False)
+    if extractor.over_budget:
+        return page_id, title, None
+    return page_id, title, "\n".join(line.strip() for line in paragraphs if line.strip())
+
+
+# ---- the two passes, per form of dump ----------------------------------------------------------
+
+
+def _range_tasks(dump: Path, index: Path, namespaces: dict[int, str]) -> Iterator[tuple]:
+    for streams, end in stream_ranges(dump, index, TASK_BYTES):
+        yield str(dump), namespaces, streams, end
+
+
+def _describe_range(task: tuple) -> str:
+    dump, _, streams, _ = task
+    offset, page_ids = streams[0]
+    return f"pages from id {page_ids[0]} (byte offset {offset}) of {dump}"
+
+
+def _multistream_templates(
+    dump: Path, index: Path, processes: int, templates_file: Path
+) -> tuple[PageParser, int]:
+    """First pass over a multistream dump, on the workers: (its header, its number of pages)."""
+    header = read_header(dump, next(index_streams(dump, index))[0])
+    pages = 0
+
+    def definitions() -> Iterator[tuple[str, str, str]]:
+        nonlocal pages
+        tasks = _range_tasks(dump, index, header.namespaces)
+        with (
+            Workers(processes) as workers,
+            tqdm(desc=f"templates {dump.name}", unit=" pages", leave=False) as progress,
+        ):
+            for range_pages, xml_bytes, range_definitions in workers.map(
+                _range_templates, tasks, _describe_range
+            ):
+                pages += range_pages
+                header.xml_bytes += xml_bytes
+                progress.update(range_pages)
+                yield from range_definitions
+
+    _write_templates_file(templates_file, definitions())
+    return header, pages
+
+
+def _multistream_articles(
+    dump: Path,
+    index: Path,
+    namespaces: dict[int, str],
+    processes: int,
+    templates_file: Path,
+    skipped: Counter,
+) -> Iterator[tuple[str, str, str | None]]:
+    tasks = _range_tasks(dump, index, namespaces)
+    with Workers(processes, _load_templates_file, (str(templates_file), namespaces)) as workers:
+        for articles, range_skipped in workers.map(_range_articles, tasks, _describe_range):
+            skipped.update(range_skipped)
+            yield from articles
+
+
+def _single_stream_templates(dump: Path, processes: int, templates_file: Path) -> tuple[PageParser, int]:
+    """First pass over a single-stream dump, in this process: (its reader, its number of pages)."""
+    reader = DumpReader(dump, decompression_threads=processes)
+    pages = 0
+
+    def definitions() -> Iterator[tuple[str, str, str]]:
+        nonlocal pages
+        for page in tqdm(reader.pages(), desc=f"templates {dump.name}", unit=" pages", leave=False):
+            pages += 1
+            if definition := _template_definition(page):
+                yield definition
+
+    _write_templates_file(templates_file, definitions())
+    return reader, pages
+
+
+def _single_stream_articles(
+    dump: Path, namespaces: dict[int, str], processes: int, templates_file: Path, skipped: Counter
+) -> Iterator[tuple[str, str, str | None]]:
+    def jobs() -> Iterator[tuple[str, str, str, str]]:
+        for page in DumpReader(dump, decompression_threads=processes).pages():
+            if reason := skip_reason(page):
                 skipped[reason] += 1
             else:
                 yield page.page_id, page.revision_id, page.title, page.text
 
-    with (
-        template_blob.compact_blobs(*templates.finish()) as (template_view, _),
-        template_blob.compact_blobs(*redirects.finish()) as (redirect_view, _),
-    ):
-        _worker_state.update(
-            templates=template_view,
-            redirects=redirect_view,
-            template_prefix=template_name + ":",
-            known_namespaces={name for name in reader.namespaces.values() if name},
-            ignored_tags=[*wikiextractor._DEFAULT_IGNORED_TAG_PATTERNS, wikiextractor.ignoreTag("a")],
+    tasks = ((batch,) for batch in _batches(jobs(), ARTICLES_PER_TASK))
+    with Workers(processes, _load_templates_file, (str(templates_file), namespaces)) as workers:
+        batches = workers.map(
+            _extract_articles, tasks, describe=lambda task: f"pages from id {task[0][0][0]} of {dump}"
         )
-        tasks = ((batch,) for batch in _batches(articles(), ARTICLES_PER_TASK))
-        with (
-            Workers(processes) as workers,
-            tqdm(desc=f"extract {path.name}", unit=" articles", leave=False) as progress,
-        ):
-            batches = workers.map(
-                _extract_articles, tasks, describe=lambda task: f"pages from id {task[0][0][0]} of {path}"
-            )
-            for page_id, title, text in (article for batch in batches for article in batch):
+        for batch in batches:
+            yield from batch
+
+
+def _batches(items: Iterable, size: int) -> Iterator[list]:
+    items = iter(items)
+    while batch := list(islice(items, size)):
+        yield batch
+
+
+def extract_dump(
+    path: Path, writer: DocumentWriter, processes: int, stats: ExtractStats, corpus: str, scratch: Path
+) -> None:
+    """Extract the articles of one dump into `writer`, in dump order (`scratch`: a folder for the
+    templates file)."""
+    index = index_of(path)
+    templates_file = scratch / f"templates-{stats.files:05d}.bin"
+    if index:
+        header, total_pages = _multistream_templates(path, index, processes, templates_file)
+    else:
+        if path.name.endswith(".bz2"):
+            log.info("%s: no multistream index beside it: reading it in one stream", path.name)
+        header, total_pages = _single_stream_templates(path, processes, templates_file)
+    if total_pages == 0:
+        raise UserError(f"{path}: the dump contains no <page> elements; is it a MediaWiki XML export?")
+    if not header.has_siteinfo:
+        log.info("%s has no <siteinfo>: using the standard MediaWiki namespaces", path.name)
+    documents_before = stats.documents
+    skipped = Counter()
+    if index:
+        articles = _multistream_articles(path, index, header.namespaces, processes, templates_file, skipped)
+    else:
+        articles = _single_stream_articles(path, header.namespaces, processes, templates_file, skipped)
+    try:
+        with tqdm(desc=f"extract {path.name}", unit=" articles", leave=False) as progress:
+            for page_id, title, text in articles:
                 progress.update()
                 if text is None:
                     skipped["template_budget"] += 1
@@ -387,11 +432,12 @@ def extract_dump(
                     stats.documents += 1
                 else:
                     skipped["empty"] += 1
-        _worker_state.clear()
+    finally:
+        _worker_state.clear()  # when this process was the one worker
 
     stats.files += 1
     stats.pages += total_pages
-    stats.xml_bytes += reader.xml_bytes
+    stats.xml_bytes += header.xml_bytes
     stats.input_bytes += path.stat().st_size
     stats.skipped.update(skipped)
     found = stats.documents - documents_before
@@ -413,10 +459,18 @@ def extract_wikipedia(
     processes = processes or os.cpu_count() or 1
     stats = ExtractStats()
     start = time.perf_counter()
-    with atomic_folder(out_dir) as tmp_dir:
+    out_dir = Path(out_dir)
+    # The scratch folder (templates files) lies beside the output, named like atomic_folder's
+    # temporaries, so the next run sweeps away the one of a killed run.
+    with (
+        atomic_folder(out_dir) as tmp_dir,
+        tempfile.TemporaryDirectory(
+            prefix=f".{out_dir.name}.tmp-{os.getpid()}-", dir=out_dir.parent
+        ) as scratch,
+    ):
         writer = DocumentWriter(tmp_dir)
         for dump in dumps:
-            extract_dump(dump, writer, processes, stats, corpus)
+            extract_dump(dump, writer, processes, stats, corpus, Path(scratch))
         writer.close()
     stats.seconds = time.perf_counter() - start
     return stats
