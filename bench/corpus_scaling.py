@@ -1,7 +1,7 @@
 """How the data stages scale: CPU time per MB, the main process's share, peak memory, and what that
 means for full English Wikipedia + BookCorpus on one 64-core node and on 8 nodes.
 
-    python bench/corpus_scaling.py [--dump ../shared/data/enwiki-sample-70pages.xml.bz2]
+    PYTHONPATH=. python bench/corpus_scaling.py [--dump ../shared/data/enwiki-sample-70pages.xml.bz2]
         [--scales 4 16 64] [--workers 2] [--vocab VOCAB.txt] [--json OUT.json]
 
 For each scale N it builds a throw-away project whose Wikipedia corpus is the real dump's pages N
@@ -15,10 +15,8 @@ own command line on the largest dump with the same number of processes.
 """
 
 import argparse
-import bz2
 import json
 import os
-import re
 import shutil
 import subprocess
 import sys
@@ -27,10 +25,12 @@ from pathlib import Path
 
 import pyarrow.parquet as pq
 import yaml
+from wikipedia_multistream import repeated_xml  # bench/, beside this script
+
+from sample_world.wiki_xml import multistream
 
 REPO = Path(__file__).resolve().parents[1]
 DEFAULT_DUMP = REPO.parent / "shared/data/enwiki-sample-70pages.xml.bz2"
-PAGES_PER_STREAM = 100  # as Wikimedia's multistream dumps
 
 # Full-size inputs, the assumptions of the extrapolation (printed with it).
 ENWIKI_XML_MB = 95_000  # enwiki-latest-pages-articles: ~22 GB bz2, ~95 GB of XML (2025)
@@ -57,56 +57,15 @@ finally:
 """
 
 
-def replicated_pages(dump: Path, copies: int) -> tuple[str, list[str]]:
-    """The dump's header (up to its first <page>) and its pages `copies` times over, each copy
-    with new page ids and titles (so documents are distinct and ids unique)."""
-    with bz2.open(dump, "rt", encoding="utf-8") as file:
-        xml = file.read()
-    head, _, rest = xml.partition("<page>")
-    pages = ["<page>" + page for page in rest[: rest.rindex("</page>") + len("</page>")].split("<page>")[1:]]
-    out = []
-    for copy in range(copies):
-        for page in pages:
-            page_id = int(re.search(r"<id>(\d+)</id>", page)[1]) + copy * 10_000_000
-            page = re.sub(r"<id>\d+</id>", f"<id>{page_id}</id>", page, count=1)
-            page = re.sub(r"<title>(.*?)</title>", rf"<title>\1 ({copy})</title>", page, count=1)
-            out.append(page)
-    return head, out
-
-
-def write_multistream(head: str, pages: list[str], path: Path) -> int:
-    """A Wikimedia-style multistream dump (one bz2 stream per PAGES_PER_STREAM pages, the header
-    and the footer in streams of their own) and its index of `offset:page_id:title` lines.
-    Returns the uncompressed XML size in bytes."""
-    index_lines, offset, size = [], 0, 0
-    with open(path, "wb") as out:
-        streams = [head] + [
-            "".join(pages[i : i + PAGES_PER_STREAM]) for i in range(0, len(pages), PAGES_PER_STREAM)
-        ]
-        for number, chunk in enumerate(streams):
-            for page in pages[(number - 1) * PAGES_PER_STREAM : number * PAGES_PER_STREAM] if number else []:
-                page_id = re.search(r"<id>(\d+)</id>", page)[1]
-                title = re.search(r"<title>(.*?)</title>", page)[1]
-                index_lines.append(f"{offset}:{page_id}:{title}\n")
-            data = chunk.encode("utf-8")
-            size += len(data)
-            compressed = bz2.compress(data)
-            out.write(compressed)
-            offset += len(compressed)
-        footer = b"</mediawiki>\n"
-        out.write(bz2.compress(footer))
-        size += len(footer)
-    index = path.with_name(path.name.replace(".xml.bz2", "-index.txt.bz2"))
-    index.write_bytes(bz2.compress("".join(index_lines).encode("utf-8")))
-    return size
-
-
 def make_project(root: Path, dump: Path, copies: int, workers: int, vocab: Path) -> dict:
     """A project folder with data/raw/{wikipedia,bookcorpus}, data/vocab and params for `copies`."""
     raw = root / "data/raw"
     (raw / "wikipedia").mkdir(parents=True)
-    head, pages = replicated_pages(dump, copies)
-    xml_bytes = write_multistream(head, pages, raw / "wikipedia/benchwiki-pages-articles-multistream.xml.bz2")
+    xml = repeated_xml(dump, copies)
+    multistream_dump, index = multistream(xml)
+    (raw / "wikipedia/benchwiki-pages-articles-multistream.xml.bz2").write_bytes(multistream_dump)
+    (raw / "wikipedia/benchwiki-pages-articles-multistream-index.txt.bz2").write_bytes(index)
+    xml_bytes = len(xml)
     books = raw / "bookcorpus"
     books.mkdir()
     book_bytes = 0
@@ -123,8 +82,6 @@ def make_project(root: Path, dump: Path, copies: int, workers: int, vocab: Path)
         "bookcorpus": {"kind": "text", "sources": ["params.yaml"], "checksums": []},
     }
     params["compute"] = {"scheduler": "local", "num_workers": workers}
-    if "extract" in params and "processes" in params["extract"]:
-        params["extract"]["processes"] = workers
     params["shard"]["num_train_shards"] = copies
     params["mixing"]["num_output_shards"] = copies
     params["vocab"]["lower_case"] = True
@@ -217,6 +174,14 @@ def main() -> None:
     report(rows, sizes, reference, args)
 
 
+def line_fit(xs: list[float], ys: list[float]) -> tuple[float, float]:
+    """Least-squares intercept and slope (slope >= 0: CPU time does not fall with more input)."""
+    mean_x, mean_y = sum(xs) / len(xs), sum(ys) / len(ys)
+    spread = sum((x - mean_x) ** 2 for x in xs)
+    slope = max(sum((x - mean_x) * (y - mean_y) for x, y in zip(xs, ys)) / spread, 0.0) if spread else 0.0
+    return max(mean_y - slope * mean_x, 0.0), slope
+
+
 def report(rows: dict, sizes: dict, reference: dict, args) -> None:
     small, middle, large = args.scales
     print(f"\n{args.workers} workers; inputs: " + "; ".join(
@@ -243,10 +208,16 @@ def report(rows: dict, sizes: dict, reference: dict, args) -> None:
         growth = peaks[2] / peaks[1] - 1
         print(f"| {name} | {cpu_per_mb:.3f} | {'no workers' if main_share is None else f'{100 * main_share:.0f}%'} | "
               f"{peaks[0]:.0f} / {peaks[1]:.0f} / {peaks[2]:.0f} | {100 * growth:+.0f}% |")  # fmt: skip
-        # On many cores, the main process's own work is serial: the stage takes the longer of it
-        # and the workers' share of the parallel work.
-        serial = run["main_cpu"] / megabytes * full_mb[unit]
-        parallel = run["workers_cpu"] / megabytes * full_mb[unit]
+        # CPU time = fixed + per-MB x MB, fitted over the three sizes for the main process and
+        # for the workers. On many cores the main process's part is serial: the stage takes the
+        # longer of it and the workers' part spread over the cores.
+        sizes_mb = [sizes[s][unit] for s in args.scales]
+        main_fixed, main_per_mb = line_fit(sizes_mb, [rows[(name, s)]["main_cpu"] for s in args.scales])
+        _, workers_per_mb = line_fit(sizes_mb, [rows[(name, s)]["workers_cpu"] for s in args.scales])
+        serial = main_fixed + main_per_mb * full_mb[unit]
+        parallel = workers_per_mb * full_mb[unit]
+        print(f"|   fit | main {main_fixed:.1f} s + {main_per_mb:.3f} s/MB, workers {workers_per_mb:.3f} s/MB | "
+              f"full size: serial {serial / 60:.0f} min, parallel {parallel / 3600:.1f} CPU-h | | |")  # fmt: skip
         one_node += max(serial, parallel / NODE_CORES)
         eight_nodes += max(serial, parallel / (NODE_CORES * NODES))
         figures[name] = {"cpu_s_per_mb": cpu_per_mb, "main_share": main_share, "peak_rss_mb": peaks,
@@ -259,8 +230,8 @@ def report(rows: dict, sizes: dict, reference: dict, args) -> None:
           f"{theirs_mb_per_cpu_s:.2f} ({ours_mb_per_cpu_s / theirs_mb_per_cpu_s:.2f}x); wall {ours['wall']:.1f} s "
           f"vs {reference['wall']:.1f} s")  # fmt: skip
     print(f"\nextrapolation (assumptions: enwiki {ENWIKI_XML_MB:,} MB of XML, BookCorpus {BOOKCORPUS_TEXT_MB:,} MB "
-          f"of text, Wikipedia text / XML as measured here ({full_mb['wiki_text_mb'] / ENWIKI_XML_MB:.2f}), CPU-s per "
-          f"MB as at x{large}, the workers' part perfectly parallel over {NODE_CORES} cores per node, the main "
+          f"of text, Wikipedia text / XML as measured here ({full_mb['wiki_text_mb'] / ENWIKI_XML_MB:.2f}), CPU time "
+          f"linear in the input as fitted over x{small}-x{large}, the workers' part perfectly parallel over {NODE_CORES} cores per node, the main "
           "process's part serial, no I/O limit):")  # fmt: skip
     print(f"  one {NODE_CORES}-core node: {one_node / 60:.0f} min; {NODES} nodes: {eight_nodes / 60:.0f} min")
     if args.json:

@@ -27,7 +27,7 @@ def main() -> None:
         raise UserError(f"params.yaml: no `corpora.{corpus}`; corpora: {', '.join(params.corpora)}")
     raw, out = f"data/raw/{corpus}", f"data/documents/{corpus}"
     if params.corpora[corpus].kind == "wikipedia":
-        stats = extract_wikipedia(raw, out, params.extract.processes, corpus)
+        stats = extract_wikipedia(raw, out, params.engine, corpus)
         metrics = stats.metrics()
         log.info(
             "%d pages -> %d documents in %.1fs: %.0f pages/s, %.2f MB/s of XML",

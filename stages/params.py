@@ -81,11 +81,6 @@ class Corpus:
 
 
 @dataclass
-class Extract:
-    processes: Annotated[int, Range(low=0, meaning="0 = all CPU cores")]
-
-
-@dataclass
 class Shard:
     num_train_shards: Count
     num_test_shards: Annotated[int, Range(low=0, meaning="0 = no test split")]
@@ -241,7 +236,6 @@ class ComputeParams:
 @dataclass
 class Params:
     corpora: dict[str, Corpus]
-    extract: Extract
     shard: Shard
     vocab: Vocab
     mixing: Mixing

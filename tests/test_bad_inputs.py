@@ -482,7 +482,7 @@ def test_template_expansion_has_a_budget(tmp_path):
     write_dump(dump, PAGES + template_bomb(levels=9, calls=10))
     tables = []
     for processes in (1, 2):
-        set_params(tmp_path, {"extract.processes": processes})
+        set_params(tmp_path, {"compute.num_workers": processes})
         result = run_stage(tmp_path, *WIKIPEDIA, timeout=120)
         assert result.returncode == 0, result.stderr
         metrics = json.loads((tmp_path / "metrics/documents_wikipedia.json").read_text())

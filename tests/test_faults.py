@@ -642,7 +642,7 @@ def _wikipedia_workspace(root: Path) -> Path:
         (
             _wikipedia_workspace,
             ("stages.documents", "wikipedia"),
-            "extract.processes",
+            "compute.num_workers",
             dict(
                 module="bert.corpus.wikipedia",
                 function="_extract_articles",

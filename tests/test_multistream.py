@@ -89,7 +89,7 @@ def test_templates_reach_the_articles_of_other_ranges(tmp_path, monkeypatch):
     dump, index = small_wiki(tmp_path / "raw")
     assert len(list(stream_ranges(dump, index, 1))) == 7
     monkeypatch.setattr(wikipedia, "TASK_BYTES", 1)  # one page per task
-    extract_wikipedia(tmp_path / "raw", tmp_path / "docs", processes=2, corpus="wikipedia")
+    extract_wikipedia(tmp_path / "raw", tmp_path / "docs", compute=2, corpus="wikipedia")
     quill = documents(tmp_path / "docs")[0]
     assert quill["text"].split("\n")[0] == "Zoë Quill was a map maker from Ærøskøbing. She drew coastal maps."
 
@@ -98,7 +98,7 @@ def test_tasks_need_nothing_from_fork(tmp_path, sample_xml):
     """Both passes' tasks run in a spawn pool (fresh interpreters that inherit nothing): the same
     articles as the stage's own run."""
     dump, index = write_multistream(tmp_path / "raw", sample_xml)
-    extract_wikipedia(tmp_path / "raw", tmp_path / "docs", processes=1, corpus="wikipedia")
+    extract_wikipedia(tmp_path / "raw", tmp_path / "docs", compute=1, corpus="wikipedia")
     header = read_header(dump, next(index_streams(dump, index))[0])
     tasks = [
         (str(dump), header.namespaces, streams, end)
@@ -126,7 +126,7 @@ def test_tasks_need_nothing_from_fork(tmp_path, sample_xml):
 
 def expect_error(tmp_path: Path, message: str) -> None:
     with pytest.raises(UserError) as error:
-        extract_wikipedia(tmp_path / "raw", tmp_path / "out/docs", processes=2, corpus="wikipedia")
+        extract_wikipedia(tmp_path / "raw", tmp_path / "out/docs", compute=2, corpus="wikipedia")
     assert str(error.value) == message
     assert not (tmp_path / "out/docs").exists()
     assert not list((tmp_path / "out").glob("*"))  # no temporary folder either
@@ -207,5 +207,5 @@ def test_index_without_its_dump(tmp_path):
 def test_multistream_dump_without_its_index_is_read_in_one_stream(tmp_path, sample_xml):
     dump, index = write_multistream(tmp_path / "raw", sample_xml)
     index.unlink()
-    stats = extract_wikipedia(tmp_path / "raw", tmp_path / "docs", processes=1, corpus="wikipedia")
+    stats = extract_wikipedia(tmp_path / "raw", tmp_path / "docs", compute=1, corpus="wikipedia")
     assert stats.pages == 354 and stats.documents == 295

@@ -115,7 +115,6 @@ NAN, INF = math.nan, math.inf
             "slurm",
             ["compute.scheduler is 'slurm'", "allowed: local, dask, or a Dask scheduler"],
         ),
-        ("extract.processes", -2, ["extract.processes is -2", ">= 0 (0 = all CPU cores)"]),
         ("finetune.global_batch_size", 0, ["finetune.global_batch_size is 0", "an integer >= 1"]),
         ("finetune.save_every", 0, ["finetune.save_every is 0", ">= 1"]),
         ("finetune.log_every", -1, ["finetune.log_every is -1", ">= 1"]),

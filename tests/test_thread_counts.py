@@ -24,7 +24,7 @@ def sample_world_project(root: Path, workers: int) -> Path:
     """The bundled sample corpora where their download stages put them, and `workers` processes
     for every data stage that has them."""
     root.mkdir()
-    write_params(root, {"compute.num_workers": workers, "extract.processes": workers})
+    write_params(root, {"compute.num_workers": workers})
     (root / "data/raw/wikipedia").mkdir(parents=True)
     for dump in (REPO / "data/sample/wikipedia").iterdir():  # multistream, with its index
         shutil.copy(dump, root / "data/raw/wikipedia")

@@ -80,7 +80,7 @@ def read_documents(folder: Path) -> list[dict]:
 @pytest.mark.parametrize("name", ["dump.xml", "dump.xml.bz2"])
 def test_extracts_article_prose_only(tmp_path, siteinfo, name):
     write_dump(tmp_path / "raw" / name, siteinfo=siteinfo)
-    stats = extract_wikipedia(tmp_path / "raw", tmp_path / "docs", processes=1, corpus="wikipedia")
+    stats = extract_wikipedia(tmp_path / "raw", tmp_path / "docs", compute=1, corpus="wikipedia")
     docs = read_documents(tmp_path / "docs")
     assert [d["doc_id"] for d in docs] == ["wikipedia:1", "wikipedia:7"]
     assert {d["corpus"] for d in docs} == {"wikipedia"}
@@ -102,8 +102,8 @@ def test_same_output_with_one_or_two_processes(tmp_path):
         tmp_path / "raw" / "b.xml.bz2",
         pages=[(100 + i, f"Article {i}", f"Text number {i}. More.", 0, None) for i in range(40)],
     )
-    extract_wikipedia(tmp_path / "raw", tmp_path / "one", processes=1, corpus="wikipedia")
-    extract_wikipedia(tmp_path / "raw", tmp_path / "two", processes=2, corpus="wikipedia")
+    extract_wikipedia(tmp_path / "raw", tmp_path / "one", compute=1, corpus="wikipedia")
+    extract_wikipedia(tmp_path / "raw", tmp_path / "two", compute=2, corpus="wikipedia")
     assert read_documents(tmp_path / "one") == read_documents(tmp_path / "two")
     assert len(read_documents(tmp_path / "two")) == 42
 
@@ -127,14 +127,14 @@ def test_single_stream_bz2_on_either_decompressor(tmp_path, monkeypatch, decompr
     pages = PAGES + [(100 + i, f"Article {i}", f"Text number {i}. More.", 0, None) for i in range(40)]
     write_dump(tmp_path / "xml/dump.xml", pages=pages)
     write_dump(tmp_path / "bz2/dump.xml.bz2", pages=pages)
-    extract_wikipedia(tmp_path / "xml", tmp_path / "from-xml", processes=2, corpus="wikipedia")
-    extract_wikipedia(tmp_path / "bz2", tmp_path / "from-bz2", processes=2, corpus="wikipedia")
+    extract_wikipedia(tmp_path / "xml", tmp_path / "from-xml", compute=2, corpus="wikipedia")
+    extract_wikipedia(tmp_path / "bz2", tmp_path / "from-bz2", compute=2, corpus="wikipedia")
     assert read_documents(tmp_path / "from-bz2") == read_documents(tmp_path / "from-xml")
     assert opened == ([{"parallelization": 2}] * 2 if decompressor == "indexed_bzip2" else [])
     dump = tmp_path / "bz2/dump.xml.bz2"
     dump.write_bytes(dump.read_bytes()[:-200])
     with pytest.raises(UserError, match=f"^{dump}: the bz2 stream (ends early|is truncated)"):
-        extract_wikipedia(dump, tmp_path / "out/docs", processes=2, corpus="wikipedia")
+        extract_wikipedia(dump, tmp_path / "out/docs", compute=2, corpus="wikipedia")
     assert not (tmp_path / "out/docs").exists()
 
 
@@ -152,7 +152,7 @@ def test_skip_reasons_from_siteinfo_less_titles(tmp_path):
 
 def test_real_70_page_dump(shared_data, tmp_path):
     stats = extract_wikipedia(
-        shared_data / "enwiki-sample-70pages.xml.bz2", tmp_path / "docs", processes=2, corpus="wikipedia"
+        shared_data / "enwiki-sample-70pages.xml.bz2", tmp_path / "docs", compute=2, corpus="wikipedia"
     )
     docs = {d["title"]: d["text"] for d in read_documents(tmp_path / "docs")}
     assert set(docs) == {"Anarchism", "Albedo", "A", "Alabama", "Achilles", "Abraham Lincoln"}
@@ -169,7 +169,7 @@ def test_real_70_page_dump(shared_data, tmp_path):
 
 def expect_error(tmp_path, dump: Path, *fragments: str) -> None:
     with pytest.raises(UserError) as error:
-        extract_wikipedia(dump, tmp_path / "out" / "docs", processes=1, corpus="wikipedia")
+        extract_wikipedia(dump, tmp_path / "out" / "docs", compute=1, corpus="wikipedia")
     message = str(error.value)
     assert str(dump) in message and "\n" not in message
     for fragment in fragments:
@@ -208,7 +208,7 @@ def test_non_empty_dump_with_zero_documents(tmp_path):
 def test_folder_without_dumps(tmp_path):
     (tmp_path / "raw").mkdir()
     with pytest.raises(UserError, match="no Wikipedia dump"):
-        extract_wikipedia(tmp_path / "raw", tmp_path / "docs", processes=1, corpus="wikipedia")
+        extract_wikipedia(tmp_path / "raw", tmp_path / "docs", compute=1, corpus="wikipedia")
 
 
 def test_output_folder_that_cannot_be_created(tmp_path):
@@ -217,7 +217,7 @@ def test_output_folder_that_cannot_be_created(tmp_path):
     with pytest.raises(
         UserError, match=r"file/docs: cannot write the output folder \(File exists: .*/file\)"
     ):
-        extract_wikipedia(dump, tmp_path / "file" / "docs", processes=1, corpus="wikipedia")
+        extract_wikipedia(dump, tmp_path / "file" / "docs", compute=1, corpus="wikipedia")
 
 
 @pytest.mark.skipif(os.geteuid() == 0, reason="root can write anywhere")
@@ -228,7 +228,7 @@ def test_unwritable_output_folder(tmp_path):
     locked.chmod(0o500)
     try:
         with pytest.raises(UserError, match="cannot write the output folder"):
-            extract_wikipedia(dump, locked / "docs", processes=1, corpus="wikipedia")
+            extract_wikipedia(dump, locked / "docs", compute=1, corpus="wikipedia")
     finally:
         locked.chmod(0o700)
 

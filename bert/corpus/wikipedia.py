@@ -42,6 +42,7 @@ from wikiextractor import extract as wikiextractor
 from wikiextractor import template_blob
 
 from bert.atomic import atomic_folder
+from bert.compute import Compute
 from bert.corpus.documents import DocumentWriter
 from bert.corpus.mediawiki import (
     ARTICLE_NAMESPACE,
@@ -313,7 +314,7 @@ def _describe_range(task: tuple) -> str:
 
 
 def _multistream_templates(
-    dump: Path, index: Path, processes: int, templates_file: Path
+    dump: Path, index: Path, compute: Compute | int, templates_file: Path
 ) -> tuple[PageParser, int]:
     """First pass over a multistream dump, on the workers: (its header, its number of pages)."""
     header = read_header(dump, next(index_streams(dump, index))[0])
@@ -323,7 +324,7 @@ def _multistream_templates(
         nonlocal pages
         tasks = _range_tasks(dump, index, header.namespaces)
         with (
-            Workers(processes) as workers,
+            Workers(compute) as workers,
             tqdm(desc=f"templates {dump.name}", unit=" pages", leave=False) as progress,
         ):
             for range_pages, xml_bytes, range_definitions in workers.map(
@@ -342,20 +343,22 @@ def _multistream_articles(
     dump: Path,
     index: Path,
     namespaces: dict[int, str],
-    processes: int,
+    compute: Compute | int,
     templates_file: Path,
     skipped: Counter,
 ) -> Iterator[tuple[str, str, str | None]]:
     tasks = _range_tasks(dump, index, namespaces)
-    with Workers(processes, _load_templates_file, (str(templates_file), namespaces)) as workers:
+    with Workers(compute, _load_templates_file, (str(templates_file), namespaces)) as workers:
         for articles, range_skipped in workers.map(_range_articles, tasks, _describe_range):
             skipped.update(range_skipped)
             yield from articles
 
 
-def _single_stream_templates(dump: Path, processes: int, templates_file: Path) -> tuple[PageParser, int]:
+def _single_stream_templates(
+    dump: Path, compute: Compute | int, templates_file: Path
+) -> tuple[PageParser, int]:
     """First pass over a single-stream dump, in this process: (its reader, its number of pages)."""
-    reader = DumpReader(dump, decompression_threads=processes)
+    reader = DumpReader(dump, decompression_threads=Compute.of(compute).workers)
     pages = 0
 
     def definitions() -> Iterator[tuple[str, str, str]]:
@@ -370,17 +373,17 @@ def _single_stream_templates(dump: Path, processes: int, templates_file: Path) -
 
 
 def _single_stream_articles(
-    dump: Path, namespaces: dict[int, str], processes: int, templates_file: Path, skipped: Counter
+    dump: Path, namespaces: dict[int, str], compute: Compute | int, templates_file: Path, skipped: Counter
 ) -> Iterator[tuple[str, str, str | None]]:
     def jobs() -> Iterator[tuple[str, str, str, str]]:
-        for page in DumpReader(dump, decompression_threads=processes).pages():
+        for page in DumpReader(dump, decompression_threads=Compute.of(compute).workers).pages():
             if reason := skip_reason(page):
                 skipped[reason] += 1
             else:
                 yield page.page_id, page.revision_id, page.title, page.text
 
     tasks = ((batch,) for batch in _batches(jobs(), ARTICLES_PER_TASK))
-    with Workers(processes, _load_templates_file, (str(templates_file), namespaces)) as workers:
+    with Workers(compute, _load_templates_file, (str(templates_file), namespaces)) as workers:
         batches = workers.map(
             _extract_articles, tasks, describe=lambda task: f"pages from id {task[0][0][0]} of {dump}"
         )
@@ -395,18 +398,23 @@ def _batches(items: Iterable, size: int) -> Iterator[list]:
 
 
 def extract_dump(
-    path: Path, writer: DocumentWriter, processes: int, stats: ExtractStats, corpus: str, scratch: Path
+    path: Path,
+    writer: DocumentWriter,
+    compute: Compute | int,
+    stats: ExtractStats,
+    corpus: str,
+    scratch: Path,
 ) -> None:
     """Extract the articles of one dump into `writer`, in dump order (`scratch`: a folder for the
     templates file)."""
     index = index_of(path)
     templates_file = scratch / f"templates-{stats.files:05d}.bin"
     if index:
-        header, total_pages = _multistream_templates(path, index, processes, templates_file)
+        header, total_pages = _multistream_templates(path, index, compute, templates_file)
     else:
         if path.name.endswith(".bz2"):
             log.info("%s: no multistream index beside it: reading it in one stream", path.name)
-        header, total_pages = _single_stream_templates(path, processes, templates_file)
+        header, total_pages = _single_stream_templates(path, compute, templates_file)
     if total_pages == 0:
         raise UserError(f"{path}: the dump contains no <page> elements; is it a MediaWiki XML export?")
     if not header.has_siteinfo:
@@ -414,9 +422,9 @@ def extract_dump(
     documents_before = stats.documents
     skipped = Counter()
     if index:
-        articles = _multistream_articles(path, index, header.namespaces, processes, templates_file, skipped)
+        articles = _multistream_articles(path, index, header.namespaces, compute, templates_file, skipped)
     else:
-        articles = _single_stream_articles(path, header.namespaces, processes, templates_file, skipped)
+        articles = _single_stream_articles(path, header.namespaces, compute, templates_file, skipped)
     try:
         with tqdm(desc=f"extract {path.name}", unit=" articles", leave=False) as progress:
             for page_id, title, text in articles:
@@ -451,12 +459,12 @@ def extract_dump(
 
 
 def extract_wikipedia(
-    input_path: str | Path, out_dir: str | Path, processes: int, corpus: str
+    input_path: str | Path, out_dir: str | Path, compute: Compute | int, corpus: str
 ) -> ExtractStats:
     """Extract every dump under `input_path` into the document table `out_dir` (atomically), with
     ids `<corpus>:<page id>`."""
     dumps = find_dumps(input_path)
-    processes = processes or os.cpu_count() or 1
+    compute = Compute.of(compute)
     stats = ExtractStats()
     start = time.perf_counter()
     out_dir = Path(out_dir)
@@ -470,7 +478,7 @@ def extract_wikipedia(
     ):
         writer = DocumentWriter(tmp_dir)
         for dump in dumps:
-            extract_dump(dump, writer, processes, stats, corpus, Path(scratch))
+            extract_dump(dump, writer, compute, stats, corpus, Path(scratch))
         writer.close()
     stats.seconds = time.perf_counter() - start
     return stats
