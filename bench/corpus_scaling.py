@@ -11,7 +11,7 @@ train shard and one examples shard per copy (so a shard holds the same amount of
 scale, as on real data). It then runs the stages as DVC would (`python -m stages.documents
 wikipedia`, ... `stages.examples phase2`), each under a wrapper that reports the CPU time and peak
 RSS of the stage's own process and of its worker processes. Last, it times wikiextractor 3.1.0's
-own command line on the largest dump with the same number of processes.
+own command line on the middle-sized dump with the same number of processes.
 """
 
 import argparse
@@ -23,11 +23,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-import pyarrow.parquet as pq
 import yaml
-from wikipedia_multistream import repeated_xml  # bench/, beside this script
-
-from sample_world.wiki_xml import multistream
 
 REPO = Path(__file__).resolve().parents[1]
 DEFAULT_DUMP = REPO.parent / "shared/data/enwiki-sample-70pages.xml.bz2"
@@ -36,6 +32,7 @@ DEFAULT_DUMP = REPO.parent / "shared/data/enwiki-sample-70pages.xml.bz2"
 ENWIKI_XML_MB = 95_000  # enwiki-latest-pages-articles: ~22 GB bz2, ~95 GB of XML (2025)
 BOOKCORPUS_TEXT_MB = 4_600  # BookCorpus: ~74 M sentences, ~985 M words
 NODE_CORES = 64
+TRAINING_MB = 20  # bert.corpus.sentences.DEFAULT_TRAINING_CHARS
 NODES = 8
 
 # Runs a stage module in this process, then prints the rusage of this process and of its
@@ -59,6 +56,10 @@ finally:
 
 def make_project(root: Path, dump: Path, copies: int, workers: int, vocab: Path) -> dict:
     """A project folder with data/raw/{wikipedia,bookcorpus}, data/vocab and params for `copies`."""
+    from wikipedia_multistream import repeated_xml  # bench/, beside this script
+
+    from sample_world.wiki_xml import multistream
+
     raw = root / "data/raw"
     (raw / "wikipedia").mkdir(parents=True)
     xml = repeated_xml(dump, copies)
@@ -101,6 +102,8 @@ def run_measured(root: Path, *stage: str) -> dict:
 
 
 def document_text_mb(folder: Path) -> float:
+    import pyarrow.parquet as pq
+
     return (
         sum(
             sum(
@@ -137,7 +140,25 @@ STAGES = [
 ]
 
 
+def in_subprocess(*args: str) -> dict:
+    """Run a helper mode of this script in a process of its own and return its JSON. Why: Linux
+    carries a process's peak RSS over fork and exec into its children, so the stages must be
+    started by a parent that never held a big dump in memory, or they would report its peak."""
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    result = subprocess.run([sys.executable, __file__, *args], capture_output=True, text=True, env=env)
+    if result.returncode != 0:
+        sys.exit(result.stderr[-3000:])
+    return json.loads(result.stdout.splitlines()[-1])
+
+
 def main() -> None:
+    if sys.argv[1:2] == ["--make-project"]:
+        root, dump, copies, workers, vocab = sys.argv[2:]
+        print(json.dumps(make_project(Path(root), Path(dump), int(copies), int(workers), Path(vocab))))
+        return
+    if sys.argv[1:2] == ["--text-mb"]:
+        print(json.dumps({"mb": document_text_mb(Path(sys.argv[2]))}))
+        return
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--dump", type=Path, default=DEFAULT_DUMP)
     parser.add_argument("--scales", type=int, nargs=3, default=[4, 16, 64], help="copies of the input")
@@ -159,17 +180,27 @@ def main() -> None:
     with tempfile.TemporaryDirectory(prefix="corpus-scaling-") as scratch:
         for scale in args.scales:
             root = Path(scratch) / f"x{scale}"
-            size = make_project(root, args.dump, scale, args.workers, vocab)
+            size = in_subprocess(
+                "--make-project", str(root), str(args.dump), str(scale), str(args.workers), str(vocab)
+            )
             for name, stage, _ in STAGES:
                 rows[(name, scale)] = run_measured(root, *stage)
+                if name.startswith("shard@"):  # Punkt trained on the corpus (no NLTK data): capped work
+                    metrics = json.loads((root / f"metrics/shard_{stage[1]}.json").read_text())
+                    rows[(name, scale)]["punkt_training_seconds"] = metrics["punkt_training_seconds"]
                 if name == "documents@bookcorpus":
-                    size["wiki_text_mb"] = document_text_mb(root / "data/documents/wikipedia")
-                    size["book_text_mb"] = document_text_mb(root / "data/documents/bookcorpus")
+                    size["wiki_text_mb"] = in_subprocess("--text-mb", str(root / "data/documents/wikipedia"))[
+                        "mb"
+                    ]
+                    size["book_text_mb"] = in_subprocess(
+                        "--text-mb", str(root / "data/documents/bookcorpus")
+                    )["mb"]
                     size["text_mb"] = size["wiki_text_mb"] + size["book_text_mb"]
                 print(f"x{scale} {name}: {rows[(name, scale)]}", file=sys.stderr)
             sizes[scale] = size
-            if scale == args.scales[-1]:
+            if scale == args.scales[1]:  # wikiextractor's CLI is slow: the middle size
                 reference = wikiextractor_cli(root, args.workers)
+                reference["xml_mb"] = size["xml_mb"]
             shutil.rmtree(root)
     report(rows, sizes, reference, args)
 
@@ -212,21 +243,34 @@ def report(rows: dict, sizes: dict, reference: dict, args) -> None:
         # for the workers. On many cores the main process's part is serial: the stage takes the
         # longer of it and the workers' part spread over the cores.
         sizes_mb = [sizes[s][unit] for s in args.scales]
-        main_fixed, main_per_mb = line_fit(sizes_mb, [rows[(name, s)]["main_cpu"] for s in args.scales])
+        # Punkt training (shard without NLTK's English model) reads at most TRAINING_MB of text:
+        # fitted apart, then counted at its cap.
+        training = [rows[(name, s)].get("punkt_training_seconds", 0.0) for s in args.scales]
+        main_rest = [rows[(name, s)]["main_cpu"] - t for s, t in zip(args.scales, training)]
+        main_fixed, main_per_mb = line_fit(sizes_mb, main_rest)
+        training_fixed, training_per_mb = line_fit(sizes_mb, training)
         _, workers_per_mb = line_fit(sizes_mb, [rows[(name, s)]["workers_cpu"] for s in args.scales])
-        serial = main_fixed + main_per_mb * full_mb[unit]
+        serial = (
+            main_fixed
+            + main_per_mb * full_mb[unit]
+            + training_fixed
+            + training_per_mb * min(full_mb[unit], TRAINING_MB)
+        )
         parallel = workers_per_mb * full_mb[unit]
-        print(f"|   fit | main {main_fixed:.1f} s + {main_per_mb:.3f} s/MB, workers {workers_per_mb:.3f} s/MB | "
+        punkt = (
+            f" (+ Punkt training {training_per_mb:.2f} s/MB up to {TRAINING_MB} MB)" if any(training) else ""
+        )
+        print(f"|   fit | main {main_fixed:.1f} s + {main_per_mb:.3f} s/MB{punkt}, workers {workers_per_mb:.3f} s/MB | "
               f"full size: serial {serial / 60:.0f} min, parallel {parallel / 3600:.1f} CPU-h | | |")  # fmt: skip
         one_node += max(serial, parallel / NODE_CORES)
         eight_nodes += max(serial, parallel / (NODE_CORES * NODES))
         figures[name] = {"cpu_s_per_mb": cpu_per_mb, "main_share": main_share, "peak_rss_mb": peaks,
                          "rss_growth": growth}  # fmt: skip
-    xml_mb = sizes[large]["xml_mb"]
-    ours = rows[("documents@wikipedia", large)]
+    xml_mb = reference["xml_mb"]
+    ours = rows[("documents@wikipedia", middle)]
     ours_mb_per_cpu_s = xml_mb / (ours["main_cpu"] + ours["workers_cpu"])
     theirs_mb_per_cpu_s = xml_mb / (reference["main_cpu"] + reference["workers_cpu"])
-    print(f"\nextraction per core: ours {ours_mb_per_cpu_s:.2f} MB XML / CPU-s, wikiextractor 3.1.0's CLI "
+    print(f"\nextraction per core (x{middle}): ours {ours_mb_per_cpu_s:.2f} MB XML / CPU-s, wikiextractor 3.1.0's CLI "
           f"{theirs_mb_per_cpu_s:.2f} ({ours_mb_per_cpu_s / theirs_mb_per_cpu_s:.2f}x); wall {ours['wall']:.1f} s "
           f"vs {reference['wall']:.1f} s")  # fmt: skip
     print(f"\nextrapolation (assumptions: enwiki {ENWIKI_XML_MB:,} MB of XML, BookCorpus {BOOKCORPUS_TEXT_MB:,} MB "

@@ -167,31 +167,6 @@ class BudgetedExtractor(wikiextractor.Extractor):
         return value
 
 
-def _extract_article(
-    page_id: str, revision_id: str, title: str, wikitext: str
-) -> tuple[str, str, str | None]:
-    """(page id, title, plain text), the text None when the page's templates exceed the budget."""
-    state = _worker_state
-    extractor = BudgetedExtractor(
-        page_id,
-        revision_id,
-        "",
-        title,
-        [],
-        templates=state["templates"],
-        redirects=state["redirects"],
-        templatePrefix=state["template_prefix"],
-        knownNamespaces=state["known_namespaces"],
-        ignored_tag_patterns=state["ignored_tags"],
-        keepSections=False,
-    )
-    # wikiextractor expects the text as it appears in the XML file, entities still escaped.
-    paragraphs = extractor.clean_text(escape(wikitext), html_safe=False)
-    if extractor.over_budget:
-        return page_id, title, None
-    return page_id, title, "\n".join(line.strip() for line in paragraphs if line.strip())
-
-
 # ---- the templates, from the first pass to the workers of the second, through a file ------------
 
 
