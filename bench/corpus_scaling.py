@@ -95,9 +95,14 @@ def run_measured(root: Path, *stage: str) -> dict:
     result = subprocess.run(
         [sys.executable, "-c", RUSAGE_RUNNER, *stage], cwd=root, env=env, capture_output=True, text=True
     )
+    return _rusage(result, f"{' '.join(stage)} in {root}")
+
+
+def _rusage(result: subprocess.CompletedProcess, what: str) -> dict:
+    """The figures RUSAGE_RUNNER printed; the run's error when it failed."""
     lines = [line for line in result.stderr.splitlines() if line.startswith("RUSAGE ")]
     if result.returncode != 0 or not lines:
-        sys.exit(f"{' '.join(stage)} failed in {root}:\n{result.stderr[-3000:]}")
+        sys.exit(f"{what} failed:\n{result.stderr[-3000:]}")
     return json.loads(lines[-1].removeprefix("RUSAGE "))
 
 
@@ -123,11 +128,8 @@ def wikiextractor_cli(root: Path, workers: int) -> dict:
     command = [sys.executable, "-c", RUSAGE_RUNNER, "wikiextractor.WikiExtractor", str(dump),
                "--processes", str(workers), "-q", "-o", str(out)]  # fmt: skip
     result = subprocess.run(command, capture_output=True, text=True)
-    lines = [line for line in result.stderr.splitlines() if line.startswith("RUSAGE ")]
-    if not lines:
-        sys.exit(f"wikiextractor failed:\n{result.stderr[-3000:]}")
     shutil.rmtree(out, ignore_errors=True)
-    return json.loads(lines[-1].removeprefix("RUSAGE "))
+    return _rusage(result, "wikiextractor")
 
 
 STAGES = [

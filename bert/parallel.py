@@ -151,7 +151,6 @@ class Workers:
                 ) from None
             workers = max(len(self.client.scheduler_info().get("workers", {})), 1)
         self.tasks_ahead = TASKS_AHEAD_PER_WORKER * workers
-        self.run_name = f"{os.getpid()}-{next(_maps)}"
 
     def _map_dask(
         self, function: Callable, tasks: Iterable[tuple], describe: Callable[[tuple], str]
@@ -160,7 +159,7 @@ class Workers:
 
         numbered = enumerate(tasks)
         pending = deque()
-        prefix = f"{function.__name__}-{self.run_name}-{next(_maps)}"
+        prefix = f"{function.__name__}-{os.getpid()}-{next(_maps)}"
 
         def submit(count: int) -> None:
             for number, task in islice(numbered, count):

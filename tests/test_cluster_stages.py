@@ -56,6 +56,24 @@ def test_extending_a_run_and_changing_its_params_never_lose_checkpoints(tmp_path
     )
 
 
+LOSS_CURVE = "dvclive/pretrain_phase1/plots/metrics/train/loss.tsv"
+
+
+def _uninterrupted_then_started_copy(tmp_path, changes: dict, port: int):
+    """Two workspaces of 2 ranks with `changes`: "straight" trained to the end, and a copy on a
+    rendezvous port of its own whose phase 1 is started (the Popen returned) for a test to disturb."""
+    straight = make_workspace(tmp_path / "straight", nproc=2, micro_batch_size=4)
+    set_params(straight, changes)
+    disturbed = tmp_path / "disturbed"
+    shutil.copytree(straight, disturbed)
+    set_params(disturbed, {"distributed.rdzv_endpoint": f"localhost:{port + os.getpid() % 100}"})
+    assert run_stage(straight, "stages.pretrain", "phase1").returncode == 0
+    env = {**os.environ, "PYTHONPATH": str(REPO), "OMP_NUM_THREADS": "1"}
+    process = subprocess.Popen([sys.executable, "-m", "stages.pretrain", "phase1"], cwd=disturbed, env=env,
+                               stderr=subprocess.PIPE, stdout=subprocess.DEVNULL, text=True)  # fmt: skip
+    return straight, disturbed, process
+
+
 def final_weights(root):
     return load_checkpoint(list_checkpoints(root / CHECKPOINTS)[-1])["model"]
 
@@ -63,17 +81,10 @@ def final_weights(root):
 @pytest.mark.slow
 def test_sigterm_preempts_two_ranks_and_the_rerun_ends_with_the_weights_of_an_uninterrupted_run(tmp_path):
     steps = 200
-    straight = make_workspace(tmp_path / "straight", nproc=2, micro_batch_size=4)
-    set_params(straight, {"pretrain.phase1.max_steps": steps, "pretrain.save_every": 1000})
-    preempted = tmp_path / "preempted"
-    shutil.copytree(straight, preempted)
-    set_params(preempted, {"distributed.rdzv_endpoint": f"localhost:{29400 + os.getpid() % 100}"})
-    assert run_stage(straight, "stages.pretrain", "phase1").returncode == 0
-
-    env = {**os.environ, "PYTHONPATH": str(REPO), "OMP_NUM_THREADS": "1"}
-    process = subprocess.Popen([sys.executable, "-m", "stages.pretrain", "phase1"], cwd=preempted, env=env,
-                               stderr=subprocess.PIPE, stdout=subprocess.DEVNULL, text=True)  # fmt: skip
-    curve = preempted / "dvclive/pretrain_phase1/plots/metrics/train/loss.tsv"
+    straight, preempted, process = _uninterrupted_then_started_copy(
+        tmp_path, {"pretrain.phase1.max_steps": steps, "pretrain.save_every": 1000}, port=29400
+    )
+    curve = preempted / LOSS_CURVE
     deadline = time.monotonic() + 120
     while not (curve.is_file() and len(curve.read_text().splitlines()) > 3) and time.monotonic() < deadline:
         time.sleep(0.05)
@@ -189,20 +200,12 @@ def test_a_rank_killed_is_restarted_by_torchrun_and_the_run_ends_with_the_uninte
     """distributed.max_restarts 1: kill -9 of one rank mid-run; torchrun restarts both, they resume
     from the newest checkpoint, and the stage ends well, its curve holding every step once."""
     steps = 120
-    straight = make_workspace(tmp_path / "straight", nproc=2, micro_batch_size=4)
-    set_params(
-        straight,
+    straight, killed, process = _uninterrupted_then_started_copy(
+        tmp_path,
         {"pretrain.phase1.max_steps": steps, "pretrain.save_every": 10, "distributed.max_restarts": 1},
+        port=29100,
     )
-    killed = tmp_path / "killed"
-    shutil.copytree(straight, killed)
-    set_params(killed, {"distributed.rdzv_endpoint": f"localhost:{29100 + os.getpid() % 100}"})
-    assert run_stage(straight, "stages.pretrain", "phase1").returncode == 0
-
-    env = {**os.environ, "PYTHONPATH": str(REPO), "OMP_NUM_THREADS": "1"}
-    process = subprocess.Popen([sys.executable, "-m", "stages.pretrain", "phase1"], cwd=killed, env=env,
-                               stderr=subprocess.PIPE, stdout=subprocess.DEVNULL, text=True)  # fmt: skip
-    curve = killed / "dvclive/pretrain_phase1/plots/metrics/train/loss.tsv"
+    curve = killed / LOSS_CURVE
     deadline = time.monotonic() + 120
     while time.monotonic() < deadline and not (
         list_checkpoints(killed / CHECKPOINTS)
