@@ -40,6 +40,8 @@ def main(argv: list[str] | None = None) -> None:
     log.info("books: %d books, %d lines, %.0f kB of text", s["books"], s["book_lines"], s["book_bytes"] / 1e3)
     for name, n in s["questions"].items():
         log.info("squad %s: %d questions (%d unanswerable)", name, n, s["impossible"][name])
+    log.info("swag: %s rows", " / ".join(f"{n} {name}" for name, n in s["swag"].items()))
+    log.info("glue: %s rows", ", ".join(f"{rel} {n}" for rel, n in s["glue"].items()))
     log.info("wrote %d files, %.2f MB, to %s", len(files), sum(map(len, files.values())) / 1e6, args.out)
 
 

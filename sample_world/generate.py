@@ -11,7 +11,9 @@ import pyarrow.parquet as pq
 from bert.atomic import atomic_file
 from sample_world.articles import write_article
 from sample_world.books import BOOKS_PARQUET, build_books
+from sample_world.glue import GLUE_FOLDERS, build_glue
 from sample_world.squad import SQUAD_FILES, build_squad
+from sample_world.swag import SWAG_FILES, build_swag, swag_csv
 from sample_world.wiki_xml import DUMP_NAME, INDEX_NAME, build_dump, multistream
 from sample_world.world import build_world
 
@@ -51,6 +53,15 @@ def generate(seed: int) -> tuple[dict[str, bytes], dict]:
         k: sum(q.get("is_impossible", False) for a in v for p in a["paragraphs"] for q in p["qas"])
         for k, v in sets.items()
     }
+    # The fine-tuning sets read the articles and SQuAD sets made above and draw on streams of their
+    # own, so adding them changed no byte of the files before them.
+    swag = build_swag(world, articles, random.Random(f"{seed}:swag"))
+    for split, rows in swag.items():
+        files[f"swag/{SWAG_FILES[split]}"] = swag_csv(rows)
+    glue = build_glue(world, articles, sets, seed)
+    for rel, data in glue.items():
+        files[f"glue/{rel}"] = data
+
     summary = {
         "articles": len(articles),
         "xml_bytes": len(xml),
@@ -60,6 +71,9 @@ def generate(seed: int) -> tuple[dict[str, bytes], dict]:
         "questions": {f"{v}/{s}": count[(v, s)] for v, s in sets},
         "impossible": {f"{v}/{s}": impossible[(v, s)] for v, s in sets},
         "qa_facts": qa_facts,
+        "swag": {SWAG_FILES[split]: len(rows) for split, rows in swag.items()},
+        # rows: the lines less the header line, which CoLA's files do not have
+        "glue": {rel: data.count(b"\n") - (not rel.startswith("CoLA/")) for rel, data in glue.items()},
     }
     return files, summary
 
@@ -69,7 +83,8 @@ def write_files(out: Path, files: dict[str, bytes]) -> None:
     for rel, data in sorted(files.items()):
         with atomic_file(out / rel) as tmp:
             tmp.write_bytes(data)
-    for folder in ("wikipedia", "books/txt", "books/parquet", "squad/v1.1", "squad/v2.0"):
+    folders = ["wikipedia", "books/txt", "books/parquet", "squad/v1.1", "squad/v2.0", "swag"]
+    for folder in folders + [f"glue/{task}" for task in GLUE_FOLDERS]:
         for path in sorted((out / folder).iterdir()):
             if path.is_file() and path.relative_to(out).as_posix() not in files:
                 path.unlink()

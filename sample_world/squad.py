@@ -182,14 +182,19 @@ def question_fields(e: Entity) -> dict:
     return f
 
 
-def ask(e: Entity, relation: str, rng: random.Random) -> str | None:
+def question_templates(e: Entity, relation: str) -> list[str]:
+    """The templates of QUESTIONS[relation] that `e` has every field for (QQP pairs two of them)."""
     fields = question_fields(e)
     options = [t for t in QUESTIONS[relation] if all(k in fields for k in re.findall(r"\{(\w+)\}", t))]
-    if not options:
-        return None
-    template = rng.choice(options)
     # "the Lantern Prize", "the Treaty of Ærøby", but never "the St. Aldric" or "the Zoë Ångström"
-    return template.replace("the {name}", "{name}") if e.kind in ("town", "country", "person") else template
+    if e.kind in ("town", "country", "person"):
+        return [t.replace("the {name}", "{name}") for t in options]
+    return options
+
+
+def ask(e: Entity, relation: str, rng: random.Random) -> str | None:
+    options = question_templates(e, relation)
+    return rng.choice(options) if options else None
 
 
 def qa_id(*parts) -> str:

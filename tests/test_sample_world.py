@@ -1,6 +1,8 @@
 """The bundled sample world: real formats, exact answer spans, held-out dev, byte-identical output."""
 
 import bz2
+import csv
+import io
 import json
 import re
 import subprocess
@@ -14,8 +16,11 @@ import pytest
 from sample_world.__main__ import main
 from sample_world.books import BOOKS_PARQUET
 from sample_world.generate import generate
+from sample_world.glue import sst_style
+from sample_world.names import slugify
 from sample_world.squad import SQUAD_FILES
 from sample_world.wiki_xml import DUMP_NAME, INDEX_NAME, PAGES_PER_STREAM, mediawiki_sha1
+from sample_world.world import build_world
 
 REPO = Path(__file__).resolve().parents[1]
 SAMPLE = REPO / "data" / "sample"
@@ -298,6 +303,8 @@ def test_another_seed_gives_another_world(tmp_path):
         "wikipedia/" + DUMP_NAME,
         "books/parquet/" + BOOKS_PARQUET,
         "squad/v2.0/dev-v2.0.json",
+        "swag/train.csv",
+        "glue/MNLI/dev_matched.tsv",
     ):
         assert zero[path] != one[path]
     main(["--out", str(tmp_path), "--seed", "1"])
@@ -318,3 +325,191 @@ def test_unwritable_output_is_one_clear_line(tmp_path):
     assert result.returncode == 1
     err = result.stderr.strip().splitlines()
     assert len(err) == 1 and str(blocker / "sample") in err[0]
+
+
+# --- the fine-tuning sets: SWAG and GLUE --------------------------------------------------------
+
+GLUE = SAMPLE / "glue"
+GLUE_HEADERS = {  # task -> (header line or None, fields a row)
+    "CoLA": (None, 4),
+    "SST-2": ("sentence\tlabel", 2),
+    "MRPC": ("\ufeffQuality\t#1 ID\t#2 ID\t#1 String\t#2 String", 5),
+    "STS-B": ("index\tgenre\tfilename\tyear\told_index\tsource1\tsource2\tsentence1\tsentence2\tscore", 10),
+    "QQP": ("id\tqid1\tqid2\tquestion1\tquestion2\tis_duplicate", 6),
+    "QNLI": ("index\tquestion\tsentence\tlabel", 4),
+    "RTE": ("index\tsentence1\tsentence2\tlabel", 4),
+}
+MNLI_HEAD = (
+    "index\tpromptID\tpairID\tgenre\tsentence1_binary_parse\tsentence2_binary_parse"
+    "\tsentence1_parse\tsentence2_parse\tsentence1\tsentence2\tlabel1"
+)
+GLUE_HEADERS.update(
+    {
+        "MNLI/train": (MNLI_HEAD + "\tgold_label", 12),
+        "MNLI/dev": (MNLI_HEAD + "\tlabel2\tlabel3\tlabel4\tlabel5\tgold_label", 16),
+    }
+)
+GLUE_SPLITS = {task: ("train", "dev") for task in GLUE_HEADERS if "/" not in task}
+GLUE_SPLITS["MNLI"] = ("train", "dev_matched", "dev_mismatched")
+
+
+def _glue(task: str, split: str) -> list[list[str]]:
+    """The rows as GLUE's processors read them: lines split on tabs, no quoting, header dropped."""
+    raw = (GLUE / task / f"{split}.tsv").read_bytes()
+    assert raw.endswith(b"\n") and b"\r" not in raw and b'"' not in raw
+    lines = raw.decode("utf-8").split("\n")[:-1]
+    header, width = GLUE_HEADERS[
+        task if task != "MNLI" else ("MNLI/train" if split == "train" else "MNLI/dev")
+    ]
+    if header is not None:
+        assert lines.pop(0) == header, (task, split)
+    rows = [line.split("\t") for line in lines]
+    malformed = [row for row in rows if len(row) != width]
+    if (task, split) == ("QQP", "train"):  # as in real QQP: question2 and is_duplicate missing
+        assert len(malformed) == 2 and all(len(row) == 4 for row in malformed)
+        return [row for row in rows if len(row) == width]
+    assert not malformed, (task, split, malformed[:2])
+    return rows
+
+
+@pytest.fixture(scope="module")
+def world():
+    return build_world(0)
+
+
+@pytest.fixture(scope="module")
+def glue() -> dict:
+    return {(task, split): _glue(task, split) for task, splits in GLUE_SPLITS.items() for split in splits}
+
+
+def _share(rows, column, value) -> float:
+    return sum(row[column] == value for row in rows) / len(rows)
+
+
+def test_glue_files_parse_with_their_headers_sizes_and_label_shares(glue):
+    assert sorted(p.relative_to(GLUE).as_posix() for p in GLUE.rglob("*.tsv")) == sorted(
+        f"{task}/{split}.tsv" for task, split in glue
+    )
+    assert (GLUE / "MRPC" / "train.tsv").read_bytes().startswith(b"\xef\xbb\xbfQuality\t")
+    for (task, split), rows in glue.items():
+        expected = {"train": 900 if task == "MNLI" else 600}.get(split, 200)
+        assert abs(len(rows) - expected) <= 3, (task, split, len(rows))
+        if task == "CoLA":
+            assert {(r[1], r[2]) for r in rows} == {("1", ""), ("0", "*")}
+            assert 0.67 <= _share(rows, 1, "1") <= 0.73 and all(re.fullmatch(r"sw0\d", r[0]) for r in rows)
+        elif task == "SST-2":
+            assert {r[1] for r in rows} == {"0", "1"} and 0.45 <= _share(rows, 1, "1") <= 0.55
+            assert all(r[0].endswith(" . ") and r[0] == r[0].lower() for r in rows)  # SST's tokenised text
+        elif task == "MRPC":
+            assert {r[0] for r in rows} == {"0", "1"} and 0.65 <= _share(rows, 0, "1") <= 0.71
+            ids = {}
+            for r in rows:
+                for i, text in ((r[1], r[3]), (r[2], r[4])):
+                    assert i.isdigit() and ids.setdefault(text, i) == i  # an ID names one sentence
+        elif task == "QQP":
+            assert {r[5] for r in rows} == {"0", "1"} and 0.34 <= _share(rows, 5, "1") <= 0.40
+            assert all(r[3].endswith("?") and r[4].endswith("?") and r[3] != r[4] for r in rows)
+        elif task in ("QNLI", "RTE"):
+            assert [r[0] for r in rows] == [str(i) for i in range(len(rows))]
+            assert {r[3] for r in rows} == {"entailment", "not_entailment"}
+            assert 0.45 <= _share(rows, 3, "entailment") <= 0.55
+        elif task == "MNLI":
+            labels = ("entailment", "neutral", "contradiction")
+            assert all(r[1] + r[-1][0] == r[2] for r in rows)  # pairID = promptID + the label's initial
+            for label in labels:
+                assert abs(_share(rows, -1, label) - 1 / 3) < 0.01
+            genres = {"train": {"encyclopedia", "fiction"}, "dev_matched": {"encyclopedia", "fiction"}}
+            assert {r[3] for r in rows} == genres.get(split, {"letters", "travel"})
+            for r in rows:
+                assert r[4].startswith("( ") and r[6].startswith("(ROOT (S ")
+                assert r[4].count("(") == r[4].count(")") and r[6].count("(") == r[6].count(")")
+                votes = r[10:-1]
+                assert set(votes) <= set(labels) and votes.count(r[-1]) > len(votes) / 2
+
+
+def test_stsb_scores_are_graded_over_the_whole_scale(glue):
+    for split in ("train", "dev"):
+        rows = glue[("STS-B", split)]
+        assert {r[1] for r in rows} <= {"main-news", "main-captions", "main-forum"}
+        assert all(r[5] == r[6] == "none" and r[0] == str(i) for i, r in enumerate(rows))
+        scores = [float(r[9]) for r in rows]
+        assert all(re.fullmatch(r"\d\.\d{3}", r[9]) for r in rows) and all(0 <= s <= 5 for s in scores)
+        for grade in range(6):  # about a sixth of the pairs near each grade
+            assert sum(abs(s - grade) <= 0.5 for s in scores) >= len(rows) / 10, (split, grade)
+
+
+def _swapped(world, e, true: str, ending: str) -> set[str]:
+    """The relations whose value for `e` in `true` is, in `ending`, the value of another entity of
+    the kind, everything else equal ("Jr." may share the full stop)."""
+    found = set()
+    for relation, value in e.facts.items():
+        others = {
+            x.facts[relation].rstrip(".") for x in world.all() if x.kind == e.kind and relation in x.facts
+        }
+        for m in re.finditer(re.escape(value), true):
+            prefix, suffix = true[: m.start()], true[m.end() :]
+            if ending.startswith(prefix) and ending.endswith(suffix) and len(ending) > len(prefix + suffix):
+                other = ending[len(prefix) : len(ending) - len(suffix)].rstrip(".")
+                if other in others and other != value.rstrip("."):
+                    found.add(relation)
+    return found
+
+
+def test_swag_true_endings_are_facts_of_the_world_and_false_ones_are_not(world, squad):
+    by_slug = {slugify(e.title): e for e in world.all()}
+    prose = {}  # article title -> its prose paragraphs, quotes and non-breaking spaces as SWAG has them
+    for (version, _), doc in squad.items():
+        for article in doc["data"] if version == "v1.1" else []:
+            for paragraph in article["paragraphs"]:
+                text = paragraph["context"].replace('"', "").replace("\u00a0", " ")
+                prose.setdefault(article["title"].replace("_", " "), []).append(text)
+    for split, size in (("train", 600), ("val", 200)):
+        text = (SAMPLE / "swag" / f"{split}.csv").read_text(encoding="utf-8")
+        assert text.startswith(
+            ",video-id,fold-ind,startphrase,sent1,sent2,gold-source,ending0,ending1,ending2,ending3,label\n"
+        )
+        rows = list(csv.reader(io.StringIO(text)))[1:]
+        assert len(rows) == size and [r[0] for r in rows] == [str(i) for i in range(size)]
+        assert [sum(r[11] == str(k) for r in rows) for k in range(4)] == [size // 4] * 4
+        for r in rows:
+            e = by_slug[r[1].removeprefix("samplewiki_")]
+            assert e.dev == (split == "val") and r[3] == f"{r[4]} {r[5]}" and r[6] in ("gold", "gen")
+            assert r[2].isdigit()
+            true = r[7 + int(r[11])]
+            false = [r[7 + k] for k in range(4) if k != int(r[11])]
+            assert len(set(false)) == 3 and true not in false
+            # the true ending states e's value of one relation (its article's sentence), each false
+            # ending the same words with that relation's value for another entity
+            assert set.intersection(*(_swapped(world, e, true, ending) for ending in false)), r
+            assert any(f"{r[5]} {true}" in paragraph for paragraph in prose[e.title]), r  # as written
+
+
+def test_dev_rows_are_about_held_out_entities(world, glue, squad):
+    """Where a set is about entities, every dev row names a held-out one and every train row one
+    that is not; QNLI follows SQuAD's split, and CoLA never uses a sentence in both splits."""
+    titles = {
+        held_out: [e.title for e in world.all() if e.kind != "country" and e.dev == held_out]
+        for held_out in (False, True)
+    }
+    texts = {  # task -> the columns that hold text
+        "SST-2": [0], "MRPC": [3, 4], "STS-B": [7, 8], "QQP": [3, 4], "MNLI": [8, 9], "RTE": [1, 2],
+    }  # fmt: skip
+    for (task, split), rows in glue.items():
+        if task not in texts:
+            continue
+        names = titles[split != "train"]
+        if task == "SST-2":  # reviews name a work ("the iron orchard") or its author, lower-cased
+            works = [
+                p.facts["work"] for p in world.people if "work" in p.facts and p.dev == (split != "train")
+            ]
+            names = [sst_style(t).strip() for t in names + works]
+        for row in rows:
+            joined = " ".join(row[c] for c in texts[task])
+            assert any(name in joined for name in names), (task, split, joined)
+    for split in ("train", "dev"):
+        answers = {}  # QNLI: entailment exactly when the sentence holds the question's answer
+        for _, _, qa in _qas(squad[("v1.1", split)]):
+            answers.setdefault(qa["question"], set()).update(a["text"] for a in qa["answers"])
+        for _, question, sentence, label in glue[("QNLI", split)]:
+            assert any(a in sentence for a in answers[question]) == (label == "entailment")
+    assert not {r[3] for r in glue[("CoLA", "train")]} & {r[3] for r in glue[("CoLA", "dev")]}
