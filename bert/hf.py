@@ -16,7 +16,14 @@ from safetensors.torch import load_file, save_file
 
 from bert.atomic import atomic_folder
 from bert.errors import UserError
-from bert.modeling import BertConfig, BertForPreTraining, BertForQuestionAnswering, BertModel
+from bert.modeling import (
+    BertConfig,
+    BertForMultipleChoice,
+    BertForPreTraining,
+    BertForQuestionAnswering,
+    BertForSequenceClassification,
+    BertModel,
+)
 
 log = logging.getLogger(__name__)
 
@@ -63,7 +70,11 @@ def _pooler_names(ours: str, theirs: str) -> list[tuple[str, tuple[str, ...]]]:
 
 
 def parameter_names(
-    model: BertModel | BertForPreTraining | BertForQuestionAnswering,
+    model: BertModel
+    | BertForPreTraining
+    | BertForQuestionAnswering
+    | BertForSequenceClassification
+    | BertForMultipleChoice,
 ) -> list[tuple[str, tuple[str, ...]]]:
     """For every tensor of `model`: (our state_dict key, the HF keys it is made of, in order).
     HF's task models keep the encoder under `bert.`, as ours do; its bare BertModel has none."""
@@ -81,6 +92,9 @@ def parameter_names(
         names.append(("mlm_bias", ("cls.predictions.bias",)))
     elif isinstance(model, BertForQuestionAnswering):
         names += [(f"qa_outputs.{kind}", (f"qa_outputs.{kind}",)) for kind in ("weight", "bias")]
+    elif isinstance(model, (BertForSequenceClassification, BertForMultipleChoice)):
+        names += _pooler_names("bert.", "bert.")
+        names += [(f"classifier.{kind}", (f"classifier.{kind}",)) for kind in ("weight", "bias")]
     else:
         raise TypeError(f"no Hugging Face names for {type(model).__name__}")
     return names
@@ -143,14 +157,78 @@ def read_hf_weights(directory: Path) -> dict[str, torch.Tensor]:
     raise UserError(f"{directory}: no {' or '.join(WEIGHT_FILES)} (not a Hugging Face model directory)")
 
 
+def _num_labels(directory: Path, hf_state: dict[str, torch.Tensor], asked: int | None) -> int:
+    """The size of the BertForSequenceClassification head loaded from `directory`. A folder with
+    a classifier (fine-tuned, by us or by transformers) fixes it: its config.json's id2label
+    (transformers leaves it out for its default of 2 labels) and its weights must agree, with each
+    other and with `asked` when given. A folder without one (a pretrained encoder) gets a fresh
+    head of `asked` labels; an id2label there describes no weights and gives way, with a warning."""
+    values = json.loads((directory / "config.json").read_text())  # from_json_file checked it
+    id2label = values.get("id2label")
+    in_config = len(id2label) if isinstance(id2label, dict) else None
+    classifier = hf_state.get("classifier.weight")
+    if classifier is None:
+        if asked is None:
+            raise UserError(
+                f"{directory}: the weights hold no classifier (a pretrained encoder): "
+                "pass num_labels for a fresh head"
+            )
+        if in_config is not None and in_config != asked:
+            log.warning(
+                "%s: config.json's id2label has %d labels, but the weights hold no classifier: "
+                "a fresh head of num_labels=%d",
+                directory,
+                in_config,
+                asked,
+            )
+        return asked
+    found = classifier.shape[0]
+    if in_config is not None and in_config != found:
+        raise UserError(
+            f"{directory}: config.json's id2label has {in_config} labels but the classifier in the "
+            f"weights has {found}; the folder is inconsistent"
+        )
+    if asked is not None and asked != found:
+        raise UserError(
+            f"{directory}: fine-tuned for {found} labels (its classifier"
+            f"{', config.json id2label' if in_config else ''}), not the num_labels={asked} asked for; "
+            f"pass num_labels={found}, or None for the folder's"
+        )
+    # transformers trains a single output as a regression and more as single-label classes, as
+    # we do, unless problem_type says otherwise (multi-label, multi-output regression): refused.
+    problem_type = values.get("problem_type")
+    expected = "regression" if found == 1 else "single_label_classification"
+    if problem_type not in (None, expected):
+        raise UserError(
+            f"{directory}: problem_type {problem_type!r} with {found} labels is not supported; "
+            f"BertForSequenceClassification does {expected!r} for {found} labels"
+        )
+    return found
+
+
+def _head_config(model) -> dict:
+    """config.json entries that tell transformers a classifier's size and loss: id2label (the
+    number of labels) and label2id, named LABEL_i as transformers names them, and problem_type."""
+    if not isinstance(model, BertForSequenceClassification):
+        return {}
+    labels = [f"LABEL_{i}" for i in range(model.num_labels)]
+    return {
+        "id2label": {str(i): label for i, label in enumerate(labels)},
+        "label2id": {label: i for i, label in enumerate(labels)},
+        "problem_type": "regression" if model.num_labels == 1 else "single_label_classification",
+    }
+
+
 def load_pretrained(cls, directory: str | Path, **kwargs):
     """`cls.from_pretrained(directory)`: see BertPreTrainedModel.from_pretrained."""
     directory = Path(directory)
     if not directory.is_dir():
         raise UserError(f"{directory}: model directory not found")
     config = BertConfig.from_json_file(directory / "config.json")
+    hf_state = _normalise_hf_keys(read_hf_weights(directory), with_prefix=not issubclass(cls, BertModel))
+    if issubclass(cls, BertForSequenceClassification):
+        kwargs["num_labels"] = _num_labels(directory, hf_state, kwargs.get("num_labels"))
     model = cls(config, **kwargs)
-    hf_state = _normalise_hf_keys(read_hf_weights(directory), with_prefix=not isinstance(model, BertModel))
 
     ours, missing = {}, []
     for mine, theirs in parameter_names(model):
@@ -183,7 +261,12 @@ def save_pretrained(
 ) -> None:
     """`model.save_pretrained(directory)`: see BertPreTrainedModel.save_pretrained. The folder is
     written beside its final place and renamed into it, so it is either complete or absent."""
-    config = {"architectures": [type(model).__name__], "model_type": "bert", **model.config.to_dict()}
+    config = {
+        "architectures": [type(model).__name__],
+        "model_type": "bert",
+        **model.config.to_dict(),
+        **_head_config(model),
+    }
     with atomic_folder(directory) as staging:
         (staging / "config.json").write_text(json.dumps(config, indent=2) + "\n")
         save_file(to_hf_state_dict(model), staging / "model.safetensors", metadata={"format": "pt"})

@@ -11,10 +11,12 @@ runs within each sequence (flash attention's variable-length kernel on CUDA, one
 on CPU); the outputs are scattered back to [N, S, H], so the heads and the results are the same.
 
 Heads: `BertForPreTraining` (masked LM with the decoder tied to the word embeddings, evaluated
-only at the masked positions, plus next-sentence prediction) and `BertForQuestionAnswering`
-(a start and an end logit per token). Parameter values, and therefore outputs, are exactly those
-of Google's BERT and of Hugging Face `transformers`; `bert/hf.py` maps the parameter names, so
-`from_pretrained` / `save_pretrained` read and write Hugging Face BERT directories.
+only at the masked positions, plus next-sentence prediction), `BertForQuestionAnswering` (a start
+and an end logit per token), `BertForSequenceClassification` (labels, or one real number, per
+sequence from the pooled [CLS]: GLUE) and `BertForMultipleChoice` (a score per candidate
+sequence, softmax over the candidates: SWAG). Parameter values, and therefore outputs, are exactly
+those of Google's BERT and of Hugging Face `transformers`; `bert/hf.py` maps the parameter names,
+so `from_pretrained` / `save_pretrained` read and write Hugging Face BERT directories.
 """
 
 import json
@@ -294,7 +296,7 @@ def gather_rows(x: torch.Tensor, positions: torch.Tensor) -> torch.Tensor:
 
 
 class BertPreTrainedModel(nn.Module):
-    """What the three models share: their config, parameter count and Hugging Face I/O."""
+    """What the models share: their config, parameter count and Hugging Face I/O."""
 
     config: BertConfig
 
@@ -307,7 +309,9 @@ class BertPreTrainedModel(nn.Module):
         """Load a Hugging Face BERT directory (config.json + model.safetensors or
         pytorch_model.bin). Weights the checkpoint lacks (a pooler, a task head) keep their fresh
         initialisation, with a warning. The model comes back in eval mode, as in `transformers`.
-        `kwargs` go to the constructor (e.g. `apex_layer_norm=True`)."""
+        `kwargs` go to the constructor (e.g. `apex_layer_norm=True`), except that
+        BertForSequenceClassification's `num_labels` may be left out (or None) for a folder that
+        holds a classifier: its size is then the folder's (see hf.load_pretrained)."""
         from bert import hf  # hf.py imports this module
 
         return hf.load_pretrained(cls, directory, **kwargs)
@@ -353,7 +357,8 @@ class BertModel(BertPreTrainedModel):
 
         output_positions [N, Q]: the positions whose outputs the caller needs (pretraining: the
         masked tokens). The last layer then computes only those rows and [CLS]'s (for the pooler),
-        and sequence_output is [N, Q, H], the rows in the order asked for."""
+        and sequence_output is [N, Q, H], the rows in the order asked for; Q = 0 for [CLS] only
+        (the classification heads)."""
         if input_ids.shape[1] > self.config.max_position_embeddings:
             raise UserError(
                 f"sequence length {input_ids.shape[1]} exceeds max_position_embeddings "
@@ -373,7 +378,7 @@ class BertModel(BertPreTrainedModel):
         if output_positions is None:
             pooled = torch.tanh(self.pooler(x[:, 0])) if self.pooler is not None else None
             return x, pooled
-        cls_position = torch.zeros_like(output_positions[:, :1])
+        cls_position = output_positions.new_zeros(len(output_positions), 1)  # also for Q = 0
         x = self.layers[-1](x, key_mask, torch.cat([cls_position, output_positions], dim=1))
         pooled = torch.tanh(self.pooler(x[:, 0])) if self.pooler is not None else None
         return x[:, 1:], pooled
@@ -501,6 +506,84 @@ class BertForQuestionAnswering(BertPreTrainedModel):
             )
             loss = (start_loss + end_loss) / 2
         return QuestionAnsweringOutput(loss, start_logits, end_logits)
+
+
+@dataclass
+class ClassificationOutput:
+    loss: torch.Tensor | None  # cross-entropy; for a regression (one label) the mean squared error
+    logits: torch.Tensor  # [N, num_labels]; multiple choice: [N, C], one score per choice
+
+
+def pooled_output(
+    bert: BertModel, input_ids: torch.Tensor, token_type_ids: torch.Tensor, attention_mask: torch.Tensor
+) -> torch.Tensor:
+    """The pooled [CLS] [N, H], all the classification heads read: no output position besides
+    [CLS], so the last encoder layer computes that row only (see BertModel.forward)."""
+    no_positions = input_ids.new_zeros(len(input_ids), 0)
+    _, pooled = bert(input_ids, token_type_ids, attention_mask, output_positions=no_positions)
+    return pooled
+
+
+class BertForSequenceClassification(BertPreTrainedModel):
+    """A label per sequence (or pair) from the pooled [CLS], as for GLUE. As in `transformers`,
+    num_labels=1 is a regression (STS-B's similarity): one real output, mean squared error."""
+
+    def __init__(
+        self, config: BertConfig, num_labels: int, apex_layer_norm: bool = False, unpad: bool = False
+    ):
+        super().__init__()
+        if num_labels < 1:
+            raise UserError(f"num_labels is {num_labels}; a classifier needs at least 1 (1 = regression)")
+        self.config = config
+        self.num_labels = num_labels
+        self.bert = BertModel(config, with_pooler=True, apex_layer_norm=apex_layer_norm, unpad=unpad)
+        self.dropout = nn.Dropout(config.hidden_dropout_prob)
+        self.classifier = nn.Linear(config.hidden_size, num_labels)
+        init_weights(self.classifier, config.initializer_range)
+
+    def forward(
+        self,
+        input_ids: torch.Tensor,
+        token_type_ids: torch.Tensor,
+        attention_mask: torch.Tensor,
+        labels: torch.Tensor | None = None,
+    ) -> ClassificationOutput:
+        """labels [N]: class indices, or for a regression the targets (floats)."""
+        pooled = pooled_output(self.bert, input_ids, token_type_ids, attention_mask)
+        logits = self.classifier(self.dropout(pooled))
+        loss = None
+        if labels is not None and self.num_labels == 1:
+            loss = F.mse_loss(logits[:, 0].float(), labels.float().view(-1))
+        elif labels is not None:
+            loss = F.cross_entropy(logits.float(), labels.long().view(-1))
+        return ClassificationOutput(loss, logits)
+
+
+class BertForMultipleChoice(BertPreTrainedModel):
+    """One of C candidates per example, as for SWAG: each (context, candidate) pair is a sequence
+    of its own, scored by one logit from its pooled [CLS]; the softmax runs over the C scores."""
+
+    def __init__(self, config: BertConfig, apex_layer_norm: bool = False, unpad: bool = False):
+        super().__init__()
+        self.config = config
+        self.bert = BertModel(config, with_pooler=True, apex_layer_norm=apex_layer_norm, unpad=unpad)
+        self.dropout = nn.Dropout(config.hidden_dropout_prob)
+        self.classifier = nn.Linear(config.hidden_size, 1)
+        init_weights(self.classifier, config.initializer_range)
+
+    def forward(
+        self,
+        input_ids: torch.Tensor,
+        token_type_ids: torch.Tensor,
+        attention_mask: torch.Tensor,
+        labels: torch.Tensor | None = None,
+    ) -> ClassificationOutput:
+        """input_ids, token_type_ids, attention_mask: [N, C, S]; labels [N]: the right choice."""
+        n, c, _ = input_ids.shape
+        flat = (x.flatten(0, 1) for x in (input_ids, token_type_ids, attention_mask))  # [N * C, S]
+        logits = self.classifier(self.dropout(pooled_output(self.bert, *flat))).view(n, c)
+        loss = None if labels is None else F.cross_entropy(logits.float(), labels.long().view(-1))
+        return ClassificationOutput(loss, logits)
 
 
 def encoder_forward_flops(config: BertConfig, seq_len: int, read_rows: float | None = None) -> float:

@@ -1,0 +1,1 @@
+"""Fine-tuning tasks beyond SQuAD: SWAG and GLUE."""
