@@ -12,7 +12,7 @@ training windows/s.
 - The data: SQuAD v1.1 train and dev files (by default the sample world's), the first
   --train-questions / --dev-questions questions, made into windows once by
   bert.squad.features.make_features with the model's vocab.txt. Both sides train on the very same
-  batch tensors: bert.finetune.QuestionAnsweringBatches (length-binned, cut to the longest window).
+  batch tensors: bert.finetune.FineTuningBatches (length-binned, cut to the longest window).
 - The project: bert.optim.build_optimizer (AdamW, eps 1e-6, no decay on biases and LayerNorms),
   bert.optim.warmup_poly_schedule (linear), bert.training.train with clipping at 1.0 and
   bert.finetune.question_answering_objective, as stages/finetune_squad.py runs them.
@@ -47,7 +47,7 @@ import torch
 import transformers
 
 from bert.atomic import write_json
-from bert.finetune import QuestionAnsweringBatches, question_answering_objective, steps_for_epochs
+from bert.finetune import FineTuningBatches, question_answering_objective, steps_for_epochs
 from bert.modeling import BertForQuestionAnswering
 from bert.optim import build_optimizer, warmup_poly_schedule
 from bert.squad.answers import postprocess
@@ -160,8 +160,8 @@ def run_seed(model_dir: Path, train_features, dev, recipe: Recipe, seed: int, ou
     trainers = {"ours": train_ours, "transformers": train_transformers}
     result = {}
     for side in SIDES if ours_first else reversed(SIDES):
-        batches = QuestionAnsweringBatches(
-            train_features, recipe.batch_size, recipe.batch_size, seed, length_binning=True
+        batches = FineTuningBatches(
+            train_features.training_arrays(), recipe.batch_size, recipe.batch_size, seed, length_binning=True
         )
         seconds = trainers[side](models[side], batches, recipe, steps, seed)
         start_logits, end_logits = predict_logits(models[side], dev_features, progress=False)
@@ -191,8 +191,8 @@ def time_training(model_dir: Path, train_features, recipe: Recipe, steps: int, r
     fastest = dict.fromkeys(SIDES, float("inf"))
     for _ in range(rounds):
         for side in SIDES:
-            batches = QuestionAnsweringBatches(
-                train_features, recipe.batch_size, recipe.batch_size, 0, length_binning=True
+            batches = FineTuningBatches(
+                train_features.training_arrays(), recipe.batch_size, recipe.batch_size, 0, length_binning=True
             )
             fastest[side] = min(fastest[side], trainers[side](models[side], batches, recipe, steps, 0))
     speed = {side: steps * recipe.batch_size / fastest[side] for side in SIDES}

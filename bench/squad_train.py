@@ -27,7 +27,7 @@ import numpy as np
 import torch
 
 from bench.padding import padding_waste, to_full_length
-from bert.finetune import QuestionAnsweringBatches
+from bert.finetune import FineTuningBatches
 from bert.modeling import BertConfig, BertForQuestionAnswering
 from bert.precision import AUTOCAST_DTYPES
 from bert.squad.benchmark import TrainingStep, dev_windows, time_training
@@ -46,8 +46,10 @@ def benchmark_window_training(
     """Padding waste over an epoch, and windows/s of training steps, of the three batchings (and
     of the binned one through the unpadded encoder)."""
     seq_len = features.input_ids.shape[1]
-    random_trimmed = list(QuestionAnsweringBatches(features, batch_size, batch_size, seed=0))
-    binned = list(QuestionAnsweringBatches(features, batch_size, batch_size, seed=0, length_binning=True))
+    random_trimmed = list(FineTuningBatches(features.training_arrays(), batch_size, batch_size, seed=0))
+    binned = list(
+        FineTuningBatches(features.training_arrays(), batch_size, batch_size, seed=0, length_binning=True)
+    )
     epochs = {
         "padded_to_max_length": [to_full_length(batch, seq_len) for batch in random_trimmed],
         "random_trimmed": random_trimmed,

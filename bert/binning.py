@@ -29,3 +29,15 @@ def bin_by_length(
     in which the `num_batches` consecutive batches of that sorted order are served."""
     rng = np.random.default_rng([seed, epoch, window])
     return np.lexsort((rng.random(len(lengths)), lengths)), rng.permutation(num_batches)
+
+
+def trimmed_length(attention_mask: np.ndarray) -> int:
+    """The length of a batch's longest sequence (1 at least): the columns past it hold only
+    padding. The mask is [N, S], or [N, C, S] for N examples of C choices each."""
+    used = np.flatnonzero(attention_mask.reshape(-1, attention_mask.shape[-1]).any(axis=0))
+    return int(used[-1]) + 1 if len(used) else 1
+
+
+def sequence_lengths(attention_mask: np.ndarray) -> np.ndarray:
+    """Each example's length: its real tokens, or for an example of several choices its longest choice's."""
+    return attention_mask.reshape(len(attention_mask), -1, attention_mask.shape[-1]).sum(-1).max(-1)

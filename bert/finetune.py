@@ -1,36 +1,41 @@
-"""SQuAD fine-tuning glue between `bert.squad.features` (the windows) and `bert.training` (the loop).
+"""Fine-tuning glue between the features (SQuAD windows, SWAG and GLUE examples) and
+`bert.training` (the loop).
 
-- `QuestionAnsweringBatches`: the windows of `SquadFeatures` as shuffled micro-batches of tensors,
-  one rank's share of each global batch (bert.global_batch), reshuffled every epoch from
-  (seed, epoch), resumable at a sample position; each batch is cut to its longest sequence (padding beyond it does nothing but
-  cost time), and with `length_binning` made of windows of similar length (bert.binning, as the
-  pretraining loader does): SQuAD's windows fill about half of 384 tokens, but a
-  random batch of 32 almost always holds one full window, so cutting alone saves little.
-- `question_answering_objective`: what `bert.training.train` minimises: the span loss, a mean over
-  the windows of the whole global batch.
+- `FineTuningBatches`: training examples (arrays whose first axis is the example) as shuffled
+  micro-batches of tensors, one rank's share of each global batch (bert.global_batch), reshuffled
+  every epoch from (seed, epoch), resumable at a sample position; each batch is cut to its longest
+  sequence (padding beyond it does nothing but cost time), and with `length_binning` made of
+  examples of similar length (bert.binning, as the pretraining loader does): SQuAD's windows fill
+  about half of 384 tokens, but a random batch of 32 almost always holds one full window, so
+  cutting alone saves little.
+- The objectives `bert.training.train` minimises: `question_answering_objective` (the span loss, a
+  mean over the windows of the whole global batch) and `task_objective` (the head's loss of a
+  SWAG or GLUE model, a mean over the examples), each with the accuracy it logs.
 """
 
 import logging
 import math
+from collections.abc import Mapping
+from pathlib import Path
 
 import numpy as np
 import torch
 from torch import nn
 
-from bert.binning import bin_by_length, window_batches
+from bert.binning import bin_by_length, sequence_lengths, trimmed_length, window_batches
 from bert.errors import UserError
 from bert.global_batch import accumulation_steps, micro_slice
-from bert.squad.features import SquadFeatures, trimmed_length
-from bert.training import Objective
+from bert.training import Objective, per_row
 
 log = logging.getLogger(__name__)
 
-TRAINING_ARRAYS = ("input_ids", "token_type_ids", "attention_mask", "start_positions", "end_positions")
 
+class FineTuningBatches:
+    """Micro-batches of fine-tuning examples (SQuAD windows, task examples) for `bert.training.train`.
 
-class QuestionAnsweringBatches:
-    """Micro-batches of SQuAD training windows for `bert.training.train`.
-
+    `arrays` are the model's keyword arguments, every one with the example as its first axis; those
+    with a token axis have it last ([N, S], or [N, C, S] for examples of C choices), and the batch
+    is cut along it to its longest sequence, read from "attention_mask".
     Epoch e visits every window once in the order of a permutation drawn from (seed, e); global
     batch j (optimizer step j of the epoch) is windows [j*G, (j+1)*G) of it, of which rank r takes
     at micro-step m the slice bert.global_batch.micro_slice(m, r, W) of B windows. The last
@@ -41,7 +46,7 @@ class QuestionAnsweringBatches:
 
     def __init__(
         self,
-        features: SquadFeatures,
+        arrays: Mapping[str, np.ndarray],
         global_batch_size: int,
         micro_batch_size: int,
         seed: int,
@@ -50,15 +55,16 @@ class QuestionAnsweringBatches:
         length_binning: bool = False,
     ):
         self.accumulation_steps = accumulation_steps(global_batch_size, micro_batch_size, world_size)
-        self.arrays = {name: getattr(features, name) for name in TRAINING_ARRAYS}
-        self.lengths = features.attention_mask.sum(axis=1)
+        self.arrays = dict(arrays)
+        self.lengths = sequence_lengths(self.arrays["attention_mask"])
+        examples = len(self.lengths)
         self.length_binning = length_binning
         self.global_batch, self.micro_batch = global_batch_size, micro_batch_size
         self.seed, self.rank, self.world_size = seed, rank, world_size
         self.epoch, self.start_batch = 0, 0
-        self.batches_per_epoch = len(features) // global_batch_size  # global batches: optimizer steps
+        self.batches_per_epoch = examples // global_batch_size  # global batches: optimizer steps
         if self.batches_per_epoch == 0:
-            raise ValueError(f"{len(features)} training windows make no global batch of {global_batch_size}")
+            raise ValueError(f"{examples} training examples make no global batch of {global_batch_size}")
 
     def __len__(self) -> int:
         """This rank's micro-batches per epoch."""
@@ -107,10 +113,20 @@ class QuestionAnsweringBatches:
     def _batch(self, rows: np.ndarray) -> dict[str, torch.Tensor]:
         batch = {name: array[rows] for name, array in self.arrays.items()}
         length = trimmed_length(batch["attention_mask"])
+        # Token ids, masks and class labels as int64 (what embeddings and cross-entropy take),
+        # regression targets as float32.
         return {
-            name: torch.from_numpy(array[:, :length] if array.ndim == 2 else array).long()
+            name: _tensor(array[..., :length] if name in TOKEN_ARRAYS else array)
             for name, array in batch.items()
         }
+
+
+TOKEN_ARRAYS = ("input_ids", "token_type_ids", "attention_mask")
+
+
+def _tensor(array: np.ndarray) -> torch.Tensor:
+    tensor = torch.from_numpy(np.ascontiguousarray(array))
+    return tensor.float() if array.dtype.kind == "f" else tensor.long()
 
 
 def steps_for_epochs(num_windows: int, epochs: float, global_batch_size: int) -> int:
@@ -127,10 +143,9 @@ def question_answering_loss(model: nn.Module, batch: dict) -> tuple[dict[str, to
         exact = (out.start_logits.argmax(-1) == batch["start_positions"]) & (
             out.end_logits.argmax(-1) == batch["end_positions"]
         )
-        mask = batch["attention_mask"]
     stats = {
         "span_accuracy": (exact.sum(), exact.numel()),
-        "padding_waste": (mask.numel() - mask.sum(), mask.numel()),
+        "padding_waste": _padding(batch["attention_mask"]),
     }
     return {"loss": out.loss}, stats
 
@@ -142,3 +157,34 @@ def windows_per_term(batch: dict) -> dict[str, int]:
 
 
 question_answering_objective = Objective(question_answering_loss, windows_per_term)
+
+
+def task_loss(model: nn.Module, batch: dict) -> tuple[torch.Tensor, dict]:
+    """The head's loss (cross-entropy over classes or choices, squared error of a score), a mean
+    over the batch's examples; for classes and choices, how often the model already picks the
+    right one."""
+    out = model(**batch)
+    stats = {"padding_waste": _padding(batch["attention_mask"])}
+    if out.logits.shape[-1] > 1 and not batch["labels"].is_floating_point():
+        with torch.no_grad():
+            right = out.logits.argmax(-1) == batch["labels"]
+        stats["accuracy"] = (right.sum(), right.numel())
+    return out.loss, stats
+
+
+def _padding(mask: torch.Tensor) -> tuple[torch.Tensor, int]:
+    return mask.numel() - mask.sum(), mask.numel()
+
+
+task_objective = per_row(task_loss)
+
+
+def init_directory(init: str, weights_dir: Path = Path("data/weights")) -> Path:
+    """The Hugging Face directory finetune.init names, as the stage that builds it left it."""
+    directory = weights_dir / init
+    stage = {"phase2": "export_hf", "random": "init_random"}.get(init, f"download_weights@{init}")
+    if not (directory / "vocab.txt").is_file() or not (directory / "config.json").is_file():
+        raise UserError(
+            f"{directory}: no config.json + vocab.txt for finetune.init={init}; run `dvc repro {stage}`"
+        )
+    return directory

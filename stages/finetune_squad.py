@@ -21,7 +21,7 @@ import torch.distributed as dist
 from bert.checkpoints import file_sha256, run_signature
 from bert.distributed import node_rank_to_join, relaunch_under_torchrun, setup_distributed
 from bert.errors import UserError, run_main
-from bert.finetune import QuestionAnsweringBatches, question_answering_objective, steps_for_epochs
+from bert.finetune import FineTuningBatches, init_directory, question_answering_objective, steps_for_epochs
 from bert.global_batch import accumulation_steps
 from bert.modeling import BertForQuestionAnswering
 from bert.optim import build_optimizer, warmup_poly_schedule
@@ -33,7 +33,6 @@ from stages.params import load_params
 
 log = logging.getLogger("finetune_squad")
 TRAIN_FILE = Path("data/squad/train.json")
-WEIGHTS_DIR = Path("data/weights")
 OUT_DIR = Path("data/models/squad")
 
 
@@ -54,17 +53,6 @@ def main() -> None:
     finally:
         if dist.is_initialized():
             dist.destroy_process_group()
-
-
-def init_directory(init: str) -> Path:
-    """The Hugging Face directory finetune.init names, as the stage that builds it left it."""
-    directory = WEIGHTS_DIR / init
-    stage = {"phase2": "export_hf", "random": "init_random"}.get(init, f"download_weights@{init}")
-    if not (directory / "vocab.txt").is_file() or not (directory / "config.json").is_file():
-        raise UserError(
-            f"{directory}: no config.json + vocab.txt for finetune.init={init}; run `dvc repro {stage}`"
-        )
-    return directory
 
 
 def finetune(params, distributed) -> None:
@@ -106,8 +94,8 @@ def finetune(params, distributed) -> None:
             f"finetune.global_batch_size {spec.global_batch_size}: not one optimizer step; give more questions "
             "or lower finetune.global_batch_size"
         )
-    batches = QuestionAnsweringBatches(
-        features,
+    batches = FineTuningBatches(
+        features.training_arrays(),
         spec.global_batch_size,
         spec.micro_batch_size,
         spec.seed,

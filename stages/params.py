@@ -210,6 +210,39 @@ class Finetune:
 
 
 @dataclass
+class TaskParams:
+    """One SWAG or GLUE task: where its files come from and how to fine-tune on it."""
+
+    sources: list[str]  # the task's files, its folder, or a .zip of it (URLs or paths)
+    checksums: list[str | None]  # empty: none checked; else one per source
+    max_seq_length: Annotated[int, Range(low=8)]
+    epochs: Annotated[float, Range(0, low_open=True)]
+    global_batch_size: Count  # examples per optimizer step, over all GPUs and accumulation steps
+    micro_batch_size: Count  # per GPU and forward pass
+    learning_rate: LearningRate
+    warmup_proportion: Share
+    weight_decay: WeightDecay
+    seed: Seed
+
+
+TaskName = Literal["swag", "cola", "sst2", "mrpc", "stsb", "qqp", "mnli", "qnli", "rte"]
+
+
+@dataclass
+class Tasks:
+    run: list[TaskName]  # the tasks the pipeline fine-tunes on (stages finetune_task@<task>, ...)
+    swag: TaskParams
+    cola: TaskParams
+    sst2: TaskParams
+    mrpc: TaskParams
+    stsb: TaskParams
+    qqp: TaskParams
+    mnli: TaskParams
+    qnli: TaskParams
+    rte: TaskParams
+
+
+@dataclass
 class Predict:
     batch_size: Count
     n_best_size: Count
@@ -246,6 +279,7 @@ class Params:
     squad: Squad
     weights: dict[str, str]  # Hugging Face BERT folders (URL or local path) by name, for finetune.init
     finetune: Finetune
+    tasks: Tasks
     predict: Predict
     benchmark: Benchmark
     seed: Seed
@@ -386,20 +420,30 @@ def _check(params: Params) -> None:
         if not ok:
             problems.append(message)
 
+    def require_sources(name: str, sources: list[str], checksums: list) -> None:
+        require(bool(sources), f"{name}.sources is empty; give at least one URL or path")
+        require(
+            not checksums or len(checksums) == len(sources),
+            f"{name}.checksums must be empty or have one entry per source",
+        )
+        for entry in sources:
+            if "://" not in entry or entry.startswith("file://"):
+                local = Path(entry.removeprefix("file://"))
+                require(local.exists(), f"{name}.sources: {entry} does not exist")
+
     for corpus, source in params.corpora.items():
         require(
             NAME.fullmatch(corpus) is not None,
             f"corpora.{corpus}: a corpus name is a folder and stage name: letters, digits, '_' and '-'",
         )
-        require(bool(source.sources), f"corpora.{corpus}.sources is empty; give at least one URL or path")
-        require(
-            not source.checksums or len(source.checksums) == len(source.sources),
-            f"corpora.{corpus}.checksums must be empty or have one entry per source",
-        )
-        for entry in source.sources:
-            if "://" not in entry or entry.startswith("file://"):
-                local = Path(entry.removeprefix("file://"))
-                require(local.exists(), f"corpora.{corpus}.sources: {entry} does not exist")
+        require_sources(f"corpora.{corpus}", source.sources, source.checksums)
+    require(
+        len(set(params.tasks.run)) == len(params.tasks.run),
+        f"tasks.run names a task twice: {', '.join(params.tasks.run)}",
+    )
+    for task in params.tasks.run:
+        settings: TaskParams = getattr(params.tasks, task)
+        require_sources(f"tasks.{task}", settings.sources, settings.checksums)
     scheduler = params.compute.scheduler
     require(
         scheduler in SCHEDULERS or is_scheduler_address(scheduler),

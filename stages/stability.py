@@ -1,7 +1,8 @@
-"""Per-seed SQuAD EM/F1 of DVC experiments, with mean and standard deviation.
+"""Per-seed SQuAD EM/F1 (or any metrics) of DVC experiments, with mean and standard deviation.
 
     dvc exp run --queue -S 'finetune.seed=1,2,3,4,5' && dvc queue start
     python -m stages.stability                      # once the queue is done (`dvc queue status`)
+    python -m stages.stability --param tasks.rte.seed --metrics-file metrics/tasks/rte.json --keys accuracy
 
 Reads `dvc exp show --json`; every experiment of the current commit counts (narrow with
 `--experiments NAME ...`), and one that failed or has no metrics is listed as such.
@@ -44,7 +45,7 @@ def summarize(rows: list[dict], param: str, keys: tuple[str, ...]) -> str:
     finished = [row for row in rows if row["metrics"]]
     if not finished:
         raise UserError(
-            "no finished experiment has SQuAD metrics yet; see `dvc queue status` and `dvc exp show`"
+            "no finished experiment has these metrics yet; see `dvc queue status` and `dvc exp show`"
         )
     lines = [f"{'experiment':<24} {param:>16} " + " ".join(f"{key:>12}" for key in keys)]
     for row in sorted(rows, key=lambda row: str(row[param])):

@@ -15,11 +15,14 @@ REPO = Path(__file__).resolve().parents[1]
 
 
 def repo_params() -> dict:
-    """The repository's params, with every corpus source pointing at `params.yaml` itself: stages
-    other than `download` never read the sources, but the schema checks that they exist."""
+    """The repository's params, with every corpus and task source pointing at `params.yaml` itself:
+    stages other than the downloads never read the sources, but the schema checks that they exist."""
     params = yaml.safe_load((REPO / "params.yaml").read_text(encoding="utf-8"))
     for corpus in params["corpora"].values():
         corpus["sources"] = ["params.yaml"]
+    for name, task in params["tasks"].items():
+        if name != "run":
+            task["sources"] = ["params.yaml"]
     return params
 
 

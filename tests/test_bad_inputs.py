@@ -293,6 +293,22 @@ def evaluation_inputs(dev, predictions, null_odds=None) -> Callable[[Path], None
     return build
 
 
+RTE_HEADER = "index\tsentence1\tsentence2\tlabel\n"
+RTE_GOOD = RTE_HEADER + "0\tAnn was born in 1850.\tAnn was born.\tentailment\n"
+
+
+def task_source(train: str, dev: str = RTE_GOOD) -> Callable[[Path], None]:
+    """tasks.rte.sources naming a folder with `train` as train.tsv and `dev` as dev.tsv."""
+
+    def build(root: Path) -> None:
+        (root / "sources/RTE").mkdir(parents=True, exist_ok=True)
+        (root / "sources/RTE/train.tsv").write_text(train, encoding="utf-8")
+        (root / "sources/RTE/dev.tsv").write_text(dev, encoding="utf-8")
+        set_params(root, {"tasks.rte.sources": ["sources/RTE"]})
+
+    return build
+
+
 # ---- the catalogue ------------------------------------------------------------------------------
 
 
@@ -313,6 +329,7 @@ BOOKCORPUS = ("stages.documents", "bookcorpus")
 SHARD = ("stages.shard", "wikipedia")
 PRETRAIN = ("stages.pretrain", "phase1")
 DOWNLOAD_SQUAD = ("stages.download_squad",)
+DOWNLOAD_RTE = ("stages.download_task", "rte")
 FINETUNE = ("stages.finetune_squad",)
 PREDICT = ("stages.predict_squad",)
 EVALUATE = ("stages.evaluate_squad",)
@@ -409,6 +426,19 @@ CASES = [
     Case("squad-duplicate-ids", PREDICT, predict_project(squad_json([QUESTION, QUESTION])),
          ("data/squad/dev.json", "question id 'q1' occurs twice"), "data/predictions",
          fix=json_file("data/squad/dev.json", GOOD_TRAIN)),
+    # SWAG and GLUE: download_task reads each split through the task's reader before publishing
+    Case("task-label-out-of-range", DOWNLOAD_RTE, task_source(RTE_HEADER + "0\tA.\tB.\tentailment\n1\tC.\tD.\tyes\n"),
+         ("sources/RTE/train.tsv", "line 3", "label 'yes' is not one of RTE's labels"), "data/tasks/rte",
+         fix=task_source(RTE_GOOD)),
+    Case("task-missing-column", DOWNLOAD_RTE, task_source(RTE_GOOD, RTE_GOOD + "1\tC.\tD.\n"),
+         ("sources/RTE/dev.tsv", "line 3 has 3 fields, the header 4"), "data/tasks/rte", fix=task_source(RTE_GOOD)),
+    Case("task-file-of-another-task", DOWNLOAD_RTE,
+         task_source("index\tquestion\tsentence\tlabel\n0\tWho?\tAnn.\tentailment\n"),
+         ("sources/RTE/train.tsv", "no column 'sentence1'", "this is not RTE's train.tsv"), "data/tasks/rte",
+         fix=task_source(RTE_GOOD)),
+    Case("task-split-missing", DOWNLOAD_RTE, in_turn(task_source(RTE_GOOD), lambda root: (root / "sources/RTE/dev.tsv").unlink()),
+         ("no dev.tsv among the downloaded files for RTE", "tasks.rte.sources"), "data/tasks/rte",
+         fix=task_source(RTE_GOOD)),
     # SQuAD: the official evaluation, as a stage and as `python -m bert.squad`
     Case("eval-v2-labelled-v1", EVALUATE, evaluation_inputs(squad_json([QUESTION, UNANSWERABLE]), {"q1": "1850", "q2": ""}),
          ("data/squad/dev.json", "question q2 has no answers", "version '1.1'"), "metrics/squad.json",

@@ -80,6 +80,14 @@ def test_released_weights_need_no_corpus_and_no_pretraining(project):
     set_params(project, {"finetune.init": "google-base-uncased"})
     released = planned(project, "finetune_squad")
     assert sorted(released) == ["download_squad", "download_weights@google-base-uncased", "finetune_squad"]
+    # SWAG and GLUE start from the same weights, and the GLUE score needs only the tasks tasks.run names.
+    swag = planned(project, "evaluate_task@swag")
+    assert sorted(swag) == ["download_task@swag", "download_weights@google-base-uncased", "evaluate_task@swag",
+                            "finetune_task@swag", "predict_task@swag"]  # fmt: skip
+    set_params(project, {"tasks.run": ["mrpc", "rte"]})
+    glue = planned(project, "glue_score")
+    assert {stage.split("@")[1] for stage in glue if "@" in stage and "_task@" in stage} == {"mrpc", "rte"}
+    assert not any(CORPUS_STAGES.match(stage) for stage in glue)
     set_params(project, {"finetune.init": "random"})
     random_start = planned(project, "finetune_squad")
     assert "init_random" in random_start and not any(stage.startswith("pretrain_") for stage in random_start)
@@ -96,7 +104,7 @@ def test_every_curve_folder_persists_across_reruns():
             path, options = next(iter(out.items())) if isinstance(out, dict) else (out, {})
             if path.startswith("dvclive/"):
                 curves[name] = options
-    assert sorted(curves) == ["finetune_squad", "pretrain_phase1", "pretrain_phase2"]
+    assert sorted(curves) == ["finetune_squad", "finetune_task", "pretrain_phase1", "pretrain_phase2"]
     for name, options in curves.items():
         assert options.get("persist") is True and options.get("cache") is False, (name, options)
 

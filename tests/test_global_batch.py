@@ -8,7 +8,7 @@ import pytest
 
 from bert.binning import window_batches
 from bert.errors import UserError
-from bert.finetune import QuestionAnsweringBatches
+from bert.finetune import FineTuningBatches
 from bert.global_batch import accumulation_steps
 from bert.pretraining_loader import PretrainingData
 from bert.squad.features import SquadFeatures
@@ -115,7 +115,7 @@ def test_squad_windows_of_each_step_do_not_depend_on_the_split(binning):
 
     def steps(world_size, micro, start_step=0):
         ranks = [
-            QuestionAnsweringBatches(features, 16, micro, 5, r, world_size, binning)
+            FineTuningBatches(features.training_arrays(), 16, micro, 5, r, world_size, binning)
             for r in range(world_size)
         ]
         for data in ranks:

@@ -14,7 +14,7 @@ import random
 import numpy as np
 import torch
 
-from bert.finetune import QuestionAnsweringBatches, question_answering_objective, steps_for_epochs
+from bert.finetune import FineTuningBatches, question_answering_objective, steps_for_epochs
 from bert.modeling import BertConfig, BertForQuestionAnswering
 from bert.optim import build_optimizer, warmup_poly_schedule
 from bert.squad.answers import postprocess
@@ -97,7 +97,9 @@ def test_tiny_bert_learns_a_span_task(tmp_path):
         attention_probs_dropout_prob=0.0,
     )
     model = BertForQuestionAnswering(config)
-    batches = QuestionAnsweringBatches(train_features, global_batch_size=32, micro_batch_size=32, seed=0)
+    batches = FineTuningBatches(
+        train_features.training_arrays(), global_batch_size=32, micro_batch_size=32, seed=0
+    )
     max_steps = steps_for_epochs(len(train_features), epochs=10, global_batch_size=32)
     optimizer = build_optimizer(model, "adamw", learning_rate=2e-3, weight_decay=0.01)
     scheduler = warmup_poly_schedule(optimizer, max_steps // 10, max_steps, power=1.0)

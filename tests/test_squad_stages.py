@@ -167,7 +167,7 @@ def test_missing_init_is_one_clear_line(tmp_path, uncased_vocab):
 
 
 def test_batches_split_ranks_reshuffle_epochs_and_resume():
-    from bert.finetune import QuestionAnsweringBatches, steps_for_epochs
+    from bert.finetune import FineTuningBatches, steps_for_epochs
     from bert.squad.features import SquadFeatures
 
     num, seq = 23, 10
@@ -180,8 +180,10 @@ def test_batches_split_ranks_reshuffle_epochs_and_resume():
     def rows(batches):
         return [sorted((b["input_ids"][:, 0] // 100).tolist()) for b in batches]
 
-    alone = QuestionAnsweringBatches(features, global_batch_size=4, micro_batch_size=4, seed=1)
-    ranks = [QuestionAnsweringBatches(features, 4, 2, seed=1, rank=r, world_size=2) for r in (0, 1)]
+    alone = FineTuningBatches(features.training_arrays(), global_batch_size=4, micro_batch_size=4, seed=1)
+    ranks = [
+        FineTuningBatches(features.training_arrays(), 4, 2, seed=1, rank=r, world_size=2) for r in (0, 1)
+    ]
     assert len(alone) == len(ranks[0]) == 5  # 23 windows: five global batches of 4, three left out
     together = [sorted(a + b) for a, b in zip(rows(ranks[0]), rows(ranks[1]))]
     assert together == rows(alone)  # the two ranks share out exactly the single process's batches
@@ -191,7 +193,9 @@ def test_batches_split_ranks_reshuffle_epochs_and_resume():
     alone.set_epoch(0)
     alone.skip_samples(8)  # resume after two global batches
     assert rows(alone) == first_epoch[2:]
-    for batch in QuestionAnsweringBatches(features, global_batch_size=4, micro_batch_size=4, seed=1):
+    for batch in FineTuningBatches(
+        features.training_arrays(), global_batch_size=4, micro_batch_size=4, seed=1
+    ):
         assert batch["input_ids"].shape[1] == batch["attention_mask"].sum(1).max()  # cut to the longest
     assert steps_for_epochs(23, epochs=2, global_batch_size=12) == 2  # one global batch of 12 per epoch
     assert steps_for_epochs(23, epochs=0.5, global_batch_size=4) == 3  # 5 per epoch, rounded up
@@ -247,13 +251,13 @@ def _windows(lengths: list[int], seq: int, seed: int = 0):
 
 def test_length_binned_batches_cover_each_window_once_with_less_padding_and_resume():
     from bench.padding import padding_waste
-    from bert.finetune import QuestionAnsweringBatches
+    from bert.finetune import FineTuningBatches
 
     g = torch.Generator().manual_seed(3)
     features = _windows((20 + torch.randint(0, 360, (1000,), generator=g)).tolist(), seq=384)
 
     def batches(micro_batch_size: int = 8, **kwargs) -> list[dict]:
-        return list(QuestionAnsweringBatches(features, 8, micro_batch_size, seed=5, **kwargs))
+        return list(FineTuningBatches(features.training_arrays(), 8, micro_batch_size, seed=5, **kwargs))
 
     def rows(batches: list[dict]) -> list[list[int]]:
         return [sorted((b["input_ids"][:, 0] - 1000).tolist()) for b in batches]
@@ -266,7 +270,7 @@ def test_length_binned_batches_cover_each_window_once_with_less_padding_and_resu
     assert rows(binned) == rows(batches(length_binning=True))  # seeded
     two_ranks = [batches(micro_batch_size=4, length_binning=True, rank=r, world_size=2) for r in (0, 1)]
     assert [sorted(a + b) for a, b in zip(rows(two_ranks[0]), rows(two_ranks[1]))] == rows(binned)
-    resumed = QuestionAnsweringBatches(features, 8, 8, seed=5, length_binning=True)
+    resumed = FineTuningBatches(features.training_arrays(), 8, 8, seed=5, length_binning=True)
     resumed.skip_samples(8 * 70)  # inside the second binning window
     assert rows(list(resumed)) == rows(binned)[70:]
     resumed.set_epoch(1)

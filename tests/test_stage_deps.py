@@ -65,14 +65,15 @@ def import_closure(module: str, root: Path = REPO) -> set[Path]:
 
 def foreach_keys(stage: dict, params: dict) -> list[str]:
     """The names of a `foreach` stage's instances (`name@<key>`): a list's items, or the keys of a
-    params dict named as `${section.key}`."""
+    params dict or list named as `${section}` or `${section.key}`."""
     items = stage["foreach"]
     if isinstance(items, str):
         match = re.fullmatch(r"\$\{([\w.-]+)\}", items.strip())
         if not match:
             raise AssertionError(f"dvc.yaml: foreach {items!r} is neither a list nor ${{params.key}}")
+        items = params
         for part in match.group(1).split("."):
-            items = params[part]
+            items = items[part]
     return [str(key) for key in items]
 
 

@@ -34,6 +34,9 @@ DATA_STAGES = [
 ]
 
 
+TASK_STAGES = ["download_task", "finetune_task", "predict_task", "evaluate_task"]
+
+
 def run(args: list[str], cwd: Path, check: bool = True, timeout: int = 1200) -> subprocess.CompletedProcess:
     env = {**os.environ, "PATH": f"{BIN}{os.pathsep}{os.environ['PATH']}", "PYTHONUNBUFFERED": "1"}
     result = subprocess.run(args, cwd=cwd, env=env, capture_output=True, text=True, timeout=timeout)
@@ -68,12 +71,17 @@ def clone(tmp_path_factory) -> Path:
     run(["git", "config", "user.email", "ci@example.com"], cwd=path)
     run(["git", "config", "user.name", "CI"], cwd=path)
     # The committed dvc.lock describes the demo run; forcing shows the whole DAG runs from nothing.
+    # Shorter training than the demo's (what is tested here is DVC's handling of the DAG, not the
+    # model): 300 phase-1 steps, one SQuAD epoch (the seed study below runs it three more times).
+    set_params(path, {"pretrain.phase1.max_steps": 300, "finetune.epochs": 1})
     result = dvc("repro", "--force", cwd=path)
     assert set(stages_run(result.stdout)) >= {
         *DATA_STAGES,
         "pretrain_phase1",
         "pretrain_phase2",
         "evaluate_squad",
+        *(f"{stage}@{task}" for stage in TASK_STAGES for task in ("swag", "mnli", "stsb")),
+        "glue_score",
     }
     run(["git", "add", "-A"], cwd=path)
     run(["git", "commit", "--quiet", "-m", "demo run"], cwd=path)
@@ -124,6 +132,11 @@ def test_experiment_then_metrics_diff(clone):
     diff = json.loads(dvc("metrics", "diff", "HEAD", "lr-6e-5", "--json", cwd=clone).stdout)
     assert "metrics/squad.json" in diff
     assert {"f1", "exact_match"} <= set(diff["metrics/squad.json"])
+    # Every task's measures and the GLUE score are metrics, as `dvc metrics show` lists them.
+    shown = json.loads(dvc("metrics", "show", "--json", cwd=clone).stdout)
+    files = next(iter(shown.values()))["data"]
+    assert {"accuracy_matched", "accuracy_mismatched"} <= set(files["metrics/tasks/mnli.json"]["data"])
+    assert 0 <= files["metrics/glue.json"]["data"]["glue_score"] <= 100
     params = json.loads(dvc("params", "diff", "HEAD", "lr-6e-5", "--json", cwd=clone).stdout)
     assert params["params.yaml"]["finetune.learning_rate"]["new"] == pytest.approx(6e-5)
     dvc("exp", "apply", "lr-6e-5", cwd=clone)  # the workspace now holds the experiment

@@ -49,6 +49,11 @@ class SquadFeatures:
     def __len__(self) -> int:
         return len(self.input_ids)
 
+    def training_arrays(self) -> dict[str, np.ndarray]:
+        """What the QA model trains on, by its argument names (bert.finetune.FineTuningBatches)."""
+        names = ("input_ids", "token_type_ids", "attention_mask", "start_positions", "end_positions")
+        return {name: getattr(self, name) for name in names}
+
     def select(self, rows) -> "SquadFeatures":
         """The windows at `rows` (a slice, indices or a mask), every array alike."""
         return SquadFeatures(*(getattr(self, field.name)[rows] for field in dataclasses.fields(self)))
@@ -252,9 +257,3 @@ def _max_context_windows(num_tokens: int, window_length: int, starts: list[int])
             np.minimum(p - window_start, window_start + length - 1 - p) + 0.01 * length
         )
     return scores.argmax(axis=0)
-
-
-def trimmed_length(attention_mask: np.ndarray) -> int:
-    """The length of the longest window in a batch (1 at least): the columns past it hold only padding."""
-    used = np.flatnonzero(attention_mask.any(axis=0))
-    return int(used[-1]) + 1 if len(used) else 1

@@ -1,0 +1,225 @@
+"""SWAG and GLUE as published: each task's files, columns, labels and measures, and one reader.
+
+The files are read in the formats their authors distribute, quirks included:
+- SWAG (rowanz/swagaf `data/train.csv`, `val.csv`): CSV whose first column is an unnamed row index;
+  the question is `sent1` and each choice is `sent2` followed by `ending0`..`ending3`, as
+  NVIDIA's and Google's run_swag.py build them.
+- GLUE (the task folders `download_glue_data.py` writes): tab-separated, no quoting. CoLA has no
+  header line; MRPC's files begin with a byte-order mark; MNLI has a train file of 12 columns and
+  two dev files (matched, mismatched genres) of 16; STS-B's labels are similarity scores in [0, 5];
+  QQP's train file has a few rows broken by stray newlines, which are skipped (counted in the log),
+  as every reference implementation does.
+Columns are found by the header's names, so a file of another task (or a shifted column) is one
+line naming the file, never a model trained on the wrong column.
+"""
+
+import csv
+import logging
+import math
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from bert.errors import UserError
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class Task:
+    name: str  # the key in params.yaml tasks:, and in stage names (finetune_task@<name>)
+    title: str  # as the papers write it
+    splits: dict[str, str]  # split -> file name: "train" and the dev splits
+    text_columns: tuple[str, ...]  # the question (or single sentence), then the second text
+    label_column: str
+    labels: tuple[str, ...] | None  # label values as written, in class order; None: a score
+    metrics: tuple[str, ...]  # the official measures, the first one the main one
+    delimiter: str = "\t"
+    # No header line (CoLA): the column names of its fields, in order.
+    columns_without_header: tuple[str, ...] | None = None
+    choice_columns: tuple[str, ...] = ()  # multiple choice: the endings, each after the last text column
+    skip_short_rows: bool = False  # QQP: rows broken by a newline are left out, as everyone does
+    score_range: tuple[float, float] | None = None
+
+    @property
+    def kind(self) -> str:
+        """choice (one score per choice) | classification | regression."""
+        if self.choice_columns:
+            return "choice"
+        return "classification" if self.labels else "regression"
+
+    @property
+    def num_labels(self) -> int:
+        """Outputs of the head: classes, 1 for a score; for multiple choice, the choices."""
+        if self.choice_columns:
+            return len(self.choice_columns)
+        return len(self.labels) if self.labels else 1
+
+    @property
+    def dev_splits(self) -> list[str]:
+        return [split for split in self.splits if split != "train"]
+
+
+BINARY = ("0", "1")
+ENTAILMENT = ("entailment", "not_entailment")
+
+TASKS: dict[str, Task] = {
+    task.name: task
+    for task in (
+        Task(
+            "swag", "SWAG", {"train": "train.csv", "dev": "val.csv"}, ("sent1", "sent2"), "label",
+            ("0", "1", "2", "3"), ("accuracy",), delimiter=",",
+            choice_columns=("ending0", "ending1", "ending2", "ending3"),
+        ),
+        Task(
+            "cola", "CoLA", {"train": "train.tsv", "dev": "dev.tsv"}, ("sentence",), "label", BINARY,
+            ("matthews_corrcoef",), columns_without_header=("source", "label", "original_mark", "sentence"),
+        ),
+        Task("sst2", "SST-2", {"train": "train.tsv", "dev": "dev.tsv"}, ("sentence",), "label", BINARY, ("accuracy",)),
+        Task(
+            "mrpc", "MRPC", {"train": "train.tsv", "dev": "dev.tsv"}, ("#1 String", "#2 String"), "Quality",
+            BINARY, ("f1", "accuracy"),
+        ),
+        Task(
+            "stsb", "STS-B", {"train": "train.tsv", "dev": "dev.tsv"}, ("sentence1", "sentence2"), "score",
+            None, ("pearson", "spearman"), score_range=(0.0, 5.0),
+        ),
+        Task(
+            "qqp", "QQP", {"train": "train.tsv", "dev": "dev.tsv"}, ("question1", "question2"), "is_duplicate",
+            BINARY, ("f1", "accuracy"), skip_short_rows=True,
+        ),
+        Task(
+            "mnli", "MNLI",
+            {"train": "train.tsv", "dev_matched": "dev_matched.tsv", "dev_mismatched": "dev_mismatched.tsv"},
+            ("sentence1", "sentence2"), "gold_label", ("contradiction", "entailment", "neutral"), ("accuracy",),
+        ),
+        Task("qnli", "QNLI", {"train": "train.tsv", "dev": "dev.tsv"}, ("question", "sentence"), "label", ENTAILMENT, ("accuracy",)),
+        Task("rte", "RTE", {"train": "train.tsv", "dev": "dev.tsv"}, ("sentence1", "sentence2"), "label", ENTAILMENT, ("accuracy",)),
+    )
+}  # fmt: skip
+GLUE_TASKS = tuple(name for name in TASKS if name != "swag")
+
+
+@dataclass
+class TaskExamples:
+    """A split as the model sees it: per example the first text and its second texts (none for a
+    single-sentence task, one for a pair, one per choice), and the label: a class or choice index,
+    or a score. `rows` are the examples' line numbers in the file (1-based, the header counted)."""
+
+    first: list[str]
+    second: list[tuple[str, ...]]
+    labels: np.ndarray  # int64 [N], or float32 [N] for a score
+    rows: list[int]
+
+    def __len__(self) -> int:
+        return len(self.first)
+
+
+def task_named(name: str) -> Task:
+    if name not in TASKS:
+        raise UserError(f"no task {name!r}; the tasks are {', '.join(TASKS)}")
+    return TASKS[name]
+
+
+def read_split(task: Task, path: str | Path) -> TaskExamples:
+    """One file of `task`, checked row by row: a missing column, an empty text or a label out of
+    range is one line naming the file and the line."""
+    path = Path(path)
+    if not path.is_file():
+        raise UserError(f"{path}: not found; run `dvc repro download_task@{task.name}`")
+    # utf-8-sig: MRPC's files begin with a byte-order mark, which would stick to the first column's name.
+    with open(path, encoding="utf-8-sig", newline="") as file:
+        if task.delimiter == ",":
+            lines = list(csv.reader(file))
+        else:  # GLUE's TSVs are unquoted: a quote character is text (QQP questions hold many)
+            lines = [line.rstrip("\r\n").split("\t") for line in file]
+    if task.columns_without_header:
+        header, body, first_line = list(task.columns_without_header), lines, 1
+    else:
+        if not lines:
+            raise UserError(f"{path}: empty; expected {task.title}'s header line")
+        header, body, first_line = lines[0], lines[1:], 2
+    wanted = [*task.text_columns, *task.choice_columns, task.label_column]
+    missing = [name for name in wanted if name not in header]
+    if missing:
+        raise UserError(
+            f"{path}: no column {missing[0]!r} in its header ({_shown(header)}); this is not {task.title}'s "
+            f"{path.name} (expected the columns {', '.join(wanted)})"
+        )
+    at = {name: header.index(name) for name in wanted}
+    first, second, labels, rows, skipped = [], [], [], [], 0
+    for number, fields in enumerate(body, start=first_line):
+        if not fields or fields == [""]:
+            continue
+        if len(fields) != len(header):
+            if task.skip_short_rows and len(fields) < len(header):
+                skipped += 1
+                continue
+            raise UserError(
+                f"{path}: line {number} has {len(fields)} fields, the header {len(header)} "
+                f"({_shown(header)}); fix or remove the line"
+            )
+        texts = [fields[at[name]].strip() for name in task.text_columns]
+        empty = [name for name, text in zip(task.text_columns, texts) if not text]
+        # SWAG's sent2 may be empty: the choices then begin with their endings.
+        if empty and not (task.choice_columns and empty == [task.text_columns[-1]]):
+            raise UserError(f"{path}: line {number}: column {empty[0]!r} is empty")
+        labels.append(_label(task, fields[at[task.label_column]], path, number))
+        first.append(texts[0])
+        if task.choice_columns:
+            start = texts[1]
+            second.append(
+                tuple(f"{start} {fields[at[name]].strip()}".strip() for name in task.choice_columns)
+            )
+        else:
+            second.append(tuple(texts[1:]))
+        rows.append(number)
+    if skipped:
+        log.warning(
+            "%s: skipped %d rows with missing fields (a known quirk of %s)", path, skipped, task.title
+        )
+    if not first:
+        raise UserError(f"{path}: no examples")
+    dtype = np.int64 if task.labels else np.float32
+    return TaskExamples(first, second, np.array(labels, dtype=dtype), rows)
+
+
+def _label(task: Task, value: str, path: Path, number: int) -> int | float:
+    value = value.strip()
+    if task.labels:
+        if value not in task.labels:
+            raise UserError(
+                f"{path}: line {number}: label {value!r} is not one of {task.title}'s labels "
+                f"({', '.join(task.labels)})"
+            )
+        return task.labels.index(value)
+    try:
+        score = float(value)
+    except ValueError:
+        score = math.nan
+    low, high = task.score_range
+    if not low <= score <= high:
+        raise UserError(f"{path}: line {number}: score {value!r} is not a number in [{low:g}, {high:g}]")
+    return score
+
+
+def _shown(header: list[str]) -> str:
+    shown = ", ".join(header[:8])
+    return shown + (", ..." if len(header) > 8 else "")
+
+
+def find_split_files(task: Task, folder: Path) -> dict[str, Path]:
+    """The task's files in a folder of downloads (a GLUE zip unpacks into <Task>/), by split."""
+    found = {}
+    for split, name in task.splits.items():
+        matches = sorted(folder.rglob(name))
+        if not matches:
+            raise UserError(
+                f"{folder}: no {name} among the downloaded files for {task.title}; point "
+                f"tasks.{task.name}.sources at the task's folder, its .zip, or its files ({', '.join(task.splits.values())})"
+            )
+        if len(matches) > 1:
+            raise UserError(f"{folder}: several {name} for {task.title}: {', '.join(map(str, matches))}")
+        found[split] = matches[0]
+    return found

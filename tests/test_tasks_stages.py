@@ -1,0 +1,130 @@
+"""The SWAG and GLUE stages end to end, as DVC runs them, in a throw-away project folder: a tiny
+random BERT where export_hf puts ours (finetune.init: phase2) and the bundled sample world's sets.
+download_task -> finetune_task -> predict_task -> evaluate_task -> glue_score, for a task of each
+kind: multiple choice (SWAG), a score (STS-B) and two dev splits (MNLI)."""
+
+import json
+import zipfile
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+from scipy.stats import pearsonr, spearmanr
+from sklearn.metrics import accuracy_score
+
+from bert.modeling import BertConfig, BertForQuestionAnswering
+from bert.tasks.data import TASKS, read_split
+from tests.stage_workspace import run_stage, set_params, write_params
+
+REPO = Path(__file__).resolve().parents[1]
+SAMPLE = REPO / "data/sample"
+SOURCES = {
+    "swag": [str(SAMPLE / "swag")],
+    "stsb": [str(SAMPLE / "glue/STS-B")],
+    "mnli": [str(SAMPLE / "glue/MNLI")],
+}
+
+
+def make_project(root: Path, vocab_file: Path, tasks: list[str]) -> Path:
+    root.mkdir(parents=True)
+    changes = {
+        "tasks.run": tasks,
+        "finetune.log_every": 5,
+        "finetune.save_every": 10,
+        "predict.batch_size": 32,
+    }
+    for task in tasks:
+        settings = {"sources": SOURCES[task], "max_seq_length": 48, "epochs": 1, "global_batch_size": 16,
+                    "micro_batch_size": 16}  # fmt: skip
+        changes.update({f"tasks.{task}.{key}": value for key, value in settings.items()})
+    write_params(root, changes)
+    torch.manual_seed(0)
+    config = BertConfig(vocab_size=len(vocab_file.read_text().splitlines()), hidden_size=16, num_hidden_layers=1,
+                        num_attention_heads=2, intermediate_size=32, max_position_embeddings=64)  # fmt: skip
+    # A pretrained start has an encoder and no task head (export_hf's folder has none either).
+    BertForQuestionAnswering(config).save_pretrained(root / "data/weights/phase2", vocab_file=vocab_file)
+    return root
+
+
+def run(root: Path, *args: str):
+    done = run_stage(root, *args)
+    assert done.returncode == 0, f"{' '.join(args)} failed:\n{done.stderr[-3000:]}"
+    return done
+
+
+def read(path: Path):
+    return json.loads(path.read_text(encoding="utf-8"))
+
+
+def predictions(path: Path) -> list[str]:
+    return [line.split("\t")[2] for line in path.read_text().splitlines()[1:]]
+
+
+def test_a_task_of_each_kind_end_to_end(tmp_path, uncased_vocab):
+    tasks = ["swag", "stsb", "mnli"]
+    root = make_project(tmp_path / "project", uncased_vocab, tasks)
+    for task in tasks:
+        for stage in ("download_task", "finetune_task", "predict_task", "evaluate_task"):
+            run(root, f"stages.{stage}", task)
+        model = root / "data/models/tasks" / task
+        assert {"config.json", "model.safetensors", "vocab.txt"} <= {p.name for p in model.iterdir()}
+        trained = read(root / f"metrics/finetune_task/{task}.json")
+        assert trained["steps"] >= 1 and trained["loss"] > 0
+        assert (root / f"dvclive/finetune_task/{task}/plots/metrics/train/loss.tsv").is_file()
+    architectures = {
+        task: read(root / f"data/models/tasks/{task}/config.json")["architectures"] for task in tasks
+    }
+    assert architectures == {"swag": ["BertForMultipleChoice"], "stsb": ["BertForSequenceClassification"],
+                             "mnli": ["BertForSequenceClassification"]}  # fmt: skip
+
+    # The figures are the reference implementations' on the predictions the stage wrote.
+    swag = read(root / "metrics/tasks/swag.json")
+    gold = read_split(TASKS["swag"], root / "data/tasks/swag/val.csv").labels
+    predicted = [int(p) for p in predictions(root / "data/task_predictions/swag/dev.tsv")]
+    assert swag["accuracy"] == pytest.approx(100 * accuracy_score(gold, predicted))
+    stsb = read(root / "metrics/tasks/stsb.json")
+    gold = read_split(TASKS["stsb"], root / "data/tasks/stsb/dev.tsv").labels
+    scores = np.array(predictions(root / "data/task_predictions/stsb/dev.tsv"), float)
+    assert stsb["pearson"] == pytest.approx(100 * pearsonr(gold, scores)[0], abs=1e-3)
+    assert stsb["spearman"] == pytest.approx(100 * spearmanr(gold, scores)[0], abs=1e-3)
+    mnli = read(root / "metrics/tasks/mnli.json")
+    assert {"accuracy_matched", "accuracy_mismatched"} <= set(mnli) and set(mnli["examples"]) == {
+        "dev_matched",
+        "dev_mismatched",
+    }
+
+    run(root, "stages.glue_score")
+    glue = read(root / "metrics/glue.json")
+    assert glue["tasks"] == ["stsb", "mnli"]  # SWAG is not a GLUE task
+    stsb_score = (stsb["pearson"] + stsb["spearman"]) / 2
+    mnli_score = (mnli["accuracy_matched"] + mnli["accuracy_mismatched"]) / 2
+    assert glue["glue_score"] == pytest.approx((stsb_score + mnli_score) / 2)
+
+    # Run again: the final checkpoint is there, nothing is left to train, the same model comes out.
+    first = (root / "data/models/tasks/stsb/model.safetensors").read_bytes()
+    again = run(root, "stages.finetune_task", "stsb")
+    assert "resumed from step" in again.stderr
+    assert (root / "data/models/tasks/stsb/model.safetensors").read_bytes() == first
+
+
+def test_download_unpacks_a_glue_zip_and_checks_the_files(tmp_path, uncased_vocab):
+    root = make_project(tmp_path / "project", uncased_vocab, ["stsb"])
+    archive = tmp_path / "STS-B.zip"
+    with zipfile.ZipFile(archive, "w") as zipped:  # as GLUE publishes it: STS-B/train.tsv, ...
+        for path in sorted((SAMPLE / "glue/STS-B").iterdir()):
+            zipped.write(path, f"STS-B/{path.name}")
+        zipped.writestr("STS-B/LICENSE.txt", "not a split")
+    set_params(root, {"tasks.stsb.sources": [str(archive)]})
+    run(root, "stages.download_task", "stsb")
+    assert sorted(p.name for p in (root / "data/tasks/stsb").iterdir()) == ["dev.tsv", "train.tsv"]
+    assert (root / "data/tasks/stsb/dev.tsv").read_bytes() == (SAMPLE / "glue/STS-B/dev.tsv").read_bytes()
+
+    # The files of another task: one line naming the file, nothing published.
+    set_params(root, {"tasks.stsb.sources": [str(SAMPLE / "glue/RTE")]})
+    (root / "data/tasks/stsb").rename(root / "previous")
+    failed = run_stage(root, "stages.download_task", "stsb")
+    assert failed.returncode == 1 and not (root / "data/tasks/stsb").exists()
+    assert failed.stderr.strip().splitlines()[-1].startswith("error: ")
+    assert "train.tsv: no column 'score' in its header" in failed.stderr
+    assert "this is not STS-B's train.tsv" in failed.stderr
