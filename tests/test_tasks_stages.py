@@ -4,6 +4,7 @@ download_task -> finetune_task -> predict_task -> evaluate_task -> glue_score, f
 kind: multiple choice (SWAG), a score (STS-B) and two dev splits (MNLI)."""
 
 import json
+import os
 import zipfile
 from pathlib import Path
 
@@ -23,6 +24,7 @@ SOURCES = {
     "swag": [str(SAMPLE / "swag")],
     "stsb": [str(SAMPLE / "glue/STS-B")],
     "mnli": [str(SAMPLE / "glue/MNLI")],
+    "rte": [str(SAMPLE / "glue/RTE")],
 }
 
 
@@ -128,3 +130,25 @@ def test_download_unpacks_a_glue_zip_and_checks_the_files(tmp_path, uncased_voca
     assert failed.stderr.strip().splitlines()[-1].startswith("error: ")
     assert "train.tsv: no column 'score' in its header" in failed.stderr
     assert "this is not STS-B's train.tsv" in failed.stderr
+
+
+def test_two_ranks_train_the_model_one_rank_trains(tmp_path, uncased_vocab):
+    """DDP through torchrun (gloo on CPU): the same global batches, so the same weights to float
+    tolerance (dropout off: its masks are drawn per rank)."""
+    from safetensors.torch import load_file
+
+    trained = {}
+    for ranks in (1, 2):
+        root = make_project(tmp_path / f"ranks-{ranks}", uncased_vocab, ["rte"])
+        init = BertForQuestionAnswering.from_pretrained(root / "data/weights/phase2")
+        init.config.hidden_dropout_prob = init.config.attention_probs_dropout_prob = 0.0
+        init.save_pretrained(root / "data/weights/phase2", vocab_file=uncased_vocab)
+        set_params(root, {"tasks.rte.micro_batch_size": 8,
+                          "distributed.nproc_per_node": ranks,
+                          "distributed.rdzv_endpoint": f"localhost:{29700 + os.getpid() % 200}"})  # fmt: skip
+        run(root, "stages.download_task", "rte")
+        log = run(root, "stages.finetune_task", "rte").stderr
+        assert f"x {3 - ranks} accum x {ranks} ranks" in log
+        trained[ranks] = load_file(root / "data/models/tasks/rte/model.safetensors")
+    for name, weight in trained[1].items():
+        torch.testing.assert_close(trained[2][name], weight, rtol=1e-4, atol=1e-5, msg=name)
