@@ -178,8 +178,10 @@ def test_fine_tune_only_run_from_a_real_checkpoint(project, minilm_dir):
     assert not [p for p in built if p.parent.name in ("raw", "documents", "shards", "vocab", "examples")], (
         built
     )
-    assert sorted(p.name for p in (project / "data/models").iterdir() if not p.name.startswith(".")) == [
-        "squad"
+    built_models = [p.name for p in (project / "data/models").iterdir() if not p.name.startswith(".")]
+    # data/models/tasks holds the task models' .gitignore, committed; no task stage ran
+    assert sorted(built_models) == ["squad", "tasks"] and os.listdir(project / "data/models/tasks") == [
+        ".gitignore"
     ]
     assert sorted(p.name for p in (project / "data/weights").iterdir() if not p.name.startswith(".")) == [
         "minilm"
