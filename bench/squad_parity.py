@@ -96,7 +96,14 @@ def first_questions(dataset: dict, count: int | None) -> dict:
     return {**dataset, "data": data}
 
 
-def train_ours(model: BertForQuestionAnswering, batches, recipe: Recipe, steps: int, seed: int) -> float:
+def train_ours(
+    model: BertForQuestionAnswering,
+    batches,
+    recipe: Recipe,
+    steps: int,
+    seed: int,
+    objective=question_answering_objective,
+) -> float:
     """The project's fine-tuning (stages/finetune_squad.py without checkpoints); returns seconds."""
     optimizer = build_optimizer(model, "adamw", recipe.learning_rate, recipe.weight_decay, fused=True)
     scheduler = warmup_poly_schedule(optimizer, round(recipe.warmup_proportion * steps), steps, power=1.0)
@@ -109,7 +116,7 @@ def train_ours(model: BertForQuestionAnswering, batches, recipe: Recipe, steps: 
         progress=False,
     )
     started = time.perf_counter()
-    train(model, batches, question_answering_objective, optimizer, scheduler, config)
+    train(model, batches, objective, optimizer, scheduler, config)
     return time.perf_counter() - started
 
 

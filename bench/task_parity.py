@@ -42,6 +42,7 @@ deviation over the seeds.
 """
 
 import argparse
+import functools
 import json
 import logging
 import statistics
@@ -52,18 +53,16 @@ from pathlib import Path
 import torch
 import transformers
 
-from bench.squad_parity import Recipe, machine, minilm_dir
+from bench.squad_parity import Recipe, machine, minilm_dir, train_ours, train_transformers
 from bert.atomic import write_json
 from bert.errors import UserError
 from bert.finetune import FineTuningBatches, steps_for_epochs, task_objective
-from bert.optim import build_optimizer, warmup_poly_schedule
 from bert.tasks.data import TASKS, Task, TaskExamples, find_split_files, read_split
 from bert.tasks.evaluation import measure_names, split_metrics, task_metrics
 from bert.tasks.features import make_features
 from bert.tasks.model import load_task_model
 from bert.tasks.predict import predict_logits, predicted_labels
 from bert.tokenization import load_tokenizer_from_dir
-from bert.training import TrainConfig, seed_everything, train
 
 REPO = Path(__file__).resolve().parents[1]
 SAMPLE = REPO / "data/sample"
@@ -90,58 +89,10 @@ def transformers_model(task: Task, model_dir: Path):
     return transformers.BertForSequenceClassification.from_pretrained(model_dir, num_labels=task.num_labels)
 
 
-def train_ours(model, batches, recipe: Recipe, steps: int, seed: int) -> float:
-    """The project's fine-tuning (stages/finetune_task.py without checkpoints); returns seconds."""
-    optimizer = build_optimizer(model, "adamw", recipe.learning_rate, recipe.weight_decay, fused=True)
-    scheduler = warmup_poly_schedule(optimizer, round(recipe.warmup_proportion * steps), steps, power=1.0)
-    config = TrainConfig(
-        max_steps=steps,
-        grad_clip=recipe.grad_clip,
-        log_every=steps,
-        save_every=steps,
-        seed=seed,
-        progress=False,
-    )
-    started = time.perf_counter()
-    train(model, batches, task_objective, optimizer, scheduler, config)
-    return time.perf_counter() - started
-
-
-def train_transformers(model, batches, recipe: Recipe, steps: int, seed: int) -> float:
-    """A plain transformers fine-tuning loop over the same batches; returns seconds."""
-    no_decay = ("bias", "LayerNorm.weight")  # as transformers' Trainer groups them
-    named = list(model.named_parameters())
-    groups = [
-        {
-            "params": [p for n, p in named if not any(k in n for k in no_decay)],
-            "weight_decay": recipe.weight_decay,
-        },
-        {"params": [p for n, p in named if any(k in n for k in no_decay)], "weight_decay": 0.0},
-    ]
-    optimizer = torch.optim.AdamW(groups, lr=recipe.learning_rate)
-    scheduler = transformers.get_linear_schedule_with_warmup(
-        optimizer, round(recipe.warmup_proportion * steps), steps
-    )
-    seed_everything(seed)  # dropout draws from the same seed as bert.training.train's
-    model.train()
-    started = time.perf_counter()
-    step, epoch = 0, 0
-    while step < steps:
-        batches.set_epoch(epoch)
-        for batch in batches:
-            model(**batch).loss.backward()
-            torch.nn.utils.clip_grad_norm_(model.parameters(), recipe.grad_clip)
-            optimizer.step()
-            scheduler.step()
-            optimizer.zero_grad(set_to_none=True)
-            step += 1
-            if step == steps:
-                break
-        epoch += 1
-    return time.perf_counter() - started
-
-
-TRAINERS = {"ours": train_ours, "transformers": train_transformers}
+TRAINERS = {
+    "ours": functools.partial(train_ours, objective=task_objective),
+    "transformers": train_transformers,
+}
 
 
 def start_models(task: Task, model_dir: Path, seed: int) -> dict:
