@@ -211,27 +211,32 @@ def _widths(path: Path, shard: h5py.File) -> tuple[int, int]:
 
 def copy_instances(
     sources: list[tuple[str | Path, int, int]], output: str | Path, permutation_seed=None
-) -> int:
+) -> tuple[int, int]:
     """Write rows [start, stop) of each source shard, in order, into one new shard at `output`;
-    with `permutation_seed` the rows are shuffled (in memory: the output shard is loaded whole)."""
+    with `permutation_seed` the rows are shuffled (in memory: the output shard is loaded whole).
+    Returns (rows, real tokens) of the new shard, so no one reads it again to count them."""
     with h5py.File(sources[0][0], "r") as first:
         attrs = dict(first.attrs)
         max_seq_length, max_predictions = first["input_ids"].shape[1], first["masked_lm_ids"].shape[1]
+    tokens = 0
     with ShardWriter(output, max_seq_length, max_predictions, attrs) as writer:
         if permutation_seed is None:
             for path, start, stop in sources:
                 with h5py.File(path, "r") as file:
                     for begin in range(start, stop, 64 * ROWS_PER_HDF5_CHUNK):
                         end = min(stop, begin + 64 * ROWS_PER_HDF5_CHUNK)
-                        writer.append({name: file[name][begin:end] for name in NAMES})
+                        rows = {name: file[name][begin:end] for name in NAMES}
+                        writer.append(rows)
+                        tokens += int(rows["input_mask"].sum(dtype=np.int64))
         else:
             parts = []
             for path, start, stop in sources:
                 with h5py.File(path, "r") as file:
                     parts.append({name: file[name][start:stop] for name in NAMES})
             merged = {name: np.concatenate([part[name] for part in parts]) for name in NAMES}
+            tokens = int(merged["input_mask"].sum(dtype=np.int64))
             order = np.random.default_rng(permutation_seed).permutation(len(merged["input_ids"]))
             for begin in range(0, len(order), 64 * ROWS_PER_HDF5_CHUNK):
                 rows = order[begin : begin + 64 * ROWS_PER_HDF5_CHUNK]
                 writer.append({name: array[rows] for name, array in merged.items()})
-        return writer.rows
+        return writer.rows, tokens

@@ -98,6 +98,17 @@ def test_intra_random_next_can_cross_corpora(corpora, uncased_vocab, tmp_path):
 
 
 @pytest.mark.parametrize("mode", ["intra", "inter"])
+def test_manifest_counts_what_each_shard_holds(corpora, uncased_vocab, tmp_path, mode):
+    """The tasks report their shards' instances and tokens; the manifest must equal the files."""
+    output, manifest = run(corpora, uncased_vocab, tmp_path, mode, parts=4)
+    for entry in manifest["shards"]:
+        shard = read_shard(output / entry["file"])
+        assert entry["instances"] == len(shard["input_ids"]) > 0
+        assert entry["tokens"] == int(shard["input_mask"].sum())
+    assert sum(entry["tokens"] for entry in manifest["shards"]) == manifest["tokens"]
+
+
+@pytest.mark.parametrize("mode", ["intra", "inter"])
 def test_same_bytes_with_one_and_two_workers(corpora, uncased_vocab, tmp_path, mode):
     one, _ = run(corpora, uncased_vocab, tmp_path, mode, workers=1, name="one")
     two, _ = run(corpora, uncased_vocab, tmp_path, mode, workers=2, name="two")

@@ -20,7 +20,6 @@ import shutil
 from dataclasses import asdict
 from pathlib import Path
 
-import h5py
 import numpy as np
 
 from bert.atomic import atomic_folder
@@ -134,6 +133,7 @@ def create_examples(
         parts = [building / f"part_{index:05d}.hdf5" for index in range(num_output_shards)]
         corpus_stats: dict[str, dict] = {name: {"documents": 0, "instances": 0} for name in shards}
         total = ShardStats()
+        part_sizes = []  # (instances, tokens) of each output shard, as the tasks that wrote them say
         if mode == "intra":
             tasks = [
                 (k, num_output_shards, shards, weights, str(parts[k]), vocab, lower_case, config, seed)
@@ -147,6 +147,7 @@ def create_examples(
                 describe=lambda task: f"{output_dir}/{parts[task[0]].name}",
             )
             for stats in results:
+                part_sizes.append((stats.instances, stats.tokens))
                 total.add(stats)
                 for corpus, documents in stats.per_input.items():
                     corpus_stats[corpus]["documents"] += documents
@@ -198,28 +199,25 @@ def create_examples(
             for _, sources, path, _ in mix_tasks:
                 if not sources:
                     copy_instances([(files_made[0][0], 0, 0)], path)
-            run_tasks(
-                _mix_task,
-                [task for task in mix_tasks if task[1]],
-                compute,
-                "mixing (inter)",
-                describe=lambda task: f"{output_dir}/{Path(task[2]).name}",
+            mixed = iter(
+                run_tasks(
+                    _mix_task,
+                    [task for task in mix_tasks if task[1]],
+                    compute,
+                    "mixing (inter)",
+                    describe=lambda task: f"{output_dir}/{Path(task[2]).name}",
+                )
             )
+            part_sizes = [next(mixed) if sources else (0, 0) for _, sources, _, _ in mix_tasks]
             shutil.rmtree(scratch)
         else:
             raise UserError(f"mixing mode {mode!r}: allowed: intra, inter")
         if total.instances == 0:
             raise UserError("no pretraining instances: the train shards hold no documents with text")
-        shard_entries = []
-        for path in parts:
-            with h5py.File(path, "r") as file:
-                shard_entries.append(
-                    {
-                        "file": path.name,
-                        "instances": len(file["input_ids"]),
-                        "tokens": int(file["input_mask"][:].sum(dtype=np.int64)),
-                    }
-                )
+        shard_entries = [
+            {"file": path.name, "instances": instances, "tokens": tokens}
+            for path, (instances, tokens) in zip(parts, part_sizes)
+        ]
         manifest = {
             "instances": total.instances,
             "tokens": total.tokens,
