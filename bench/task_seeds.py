@@ -3,6 +3,7 @@ measure, and of the GLUE score, for each `finetune.init` (e.g. our pretraining a
 weights), as the SQuAD stability study does for EM/F1.
 
     python -m bench.task_seeds --inits phase2 random --seeds 1 2 3 4 5 --out task_seeds.json
+    python -m bench.task_seeds --tasks swag --out swag_seeds.json   # one task
 
 Runs in a project where `dvc repro` has built data/weights/<init> for every init (`dvc repro
 export_hf init_random` for phase2 and random) and data/tasks/<task> for every task of tasks.run.
@@ -42,6 +43,7 @@ def run_stage(*args: str) -> None:
 
 def one_run(params: dict, init: str, seed: int, tasks: list[str]) -> dict:
     params["finetune"]["init"] = init
+    params["tasks"]["run"] = tasks
     for task in tasks:
         params["tasks"][task]["seed"] = seed
     Path("params.yaml").write_text(yaml.safe_dump(params, sort_keys=False), encoding="utf-8")
@@ -53,8 +55,9 @@ def one_run(params: dict, init: str, seed: int, tasks: list[str]) -> dict:
         measures = json.loads(Path(f"metrics/tasks/{task}.json").read_text())
         main = task_named(task).metrics[0]
         figures[task] = next(value for key, value in measures.items() if key.startswith(main))
-    run_stage("stages.glue_score")
-    figures["glue_score"] = json.loads(Path("metrics/glue.json").read_text())["glue_score"]
+    if any(task in GLUE_TASKS for task in tasks):
+        run_stage("stages.glue_score")
+        figures["glue_score"] = json.loads(Path("metrics/glue.json").read_text())["glue_score"]
     return figures
 
 
@@ -76,10 +79,11 @@ def main() -> None:
     )
     parser.add_argument("--inits", nargs="+", default=["phase2", "random"])
     parser.add_argument("--seeds", nargs="+", type=int, default=[1, 2, 3, 4, 5])
+    parser.add_argument("--tasks", nargs="+", help="the tasks to study (default: tasks.run)")
     parser.add_argument("--out", type=Path, required=True)
     args = parser.parse_args()
     original = yaml.safe_load(Path("params.yaml").read_text(encoding="utf-8"))
-    tasks = list(original["tasks"]["run"])
+    tasks = args.tasks or list(original["tasks"]["run"])
     params_text = Path("params.yaml").read_text(encoding="utf-8")
     aside = {path: path.with_name(path.name + ".task-seeds-aside") for path in KEPT}
     for path, moved in aside.items():

@@ -1,13 +1,14 @@
 """SWAG, as rowanz/swagaf's data/train.csv and val.csv: a context sentence (sent1), the first
 words of the next sentence (sent2) and four endings, one of them the true continuation.
 
-Both sentences come from an article's prose: sent1 is a sentence, the next one states a fact of the
-article's subject after its first words ("She" / "studied fine art at the Royal Academy of
-Elwick, ..."). The true ending is the article's own text; each false ending is the same text with
-that fact's value replaced by the value the same relation has for another entity of the kind (for
-a year, a neighbouring one), and the context never states the value. The four endings are one
-template, so neither length nor style tells them apart: only knowing the world does. Val is about
-the held-out entities, as SQuAD dev is."""
+As in SWAG, the question is what happens next. sent1 is a sentence of an article's prose and
+sent2 the first words of the sentence after it in the article, up to its subject ("She",
+"In 1881, she", "According to the town charter, São Miguel"). The true ending is the rest of that
+sentence; the three false ones are the rest of other sentences of the same article that start
+with its subject too. Every ending is then a true statement about the subject in the article's
+own words and reads on from sent2: only which comes next (the order a life, a town or a firm is
+told in, and what the context sentence leads to) tells them apart. Val is about the held-out
+entities, as SQuAD dev is."""
 
 import csv
 import io
@@ -16,73 +17,55 @@ import re
 
 from sample_world.articles import Article
 from sample_world.names import slugify
-from sample_world.squad import CLASS_OF
-from sample_world.statements import Statement, can_swap, other_values, peers, wiki_statements
-from sample_world.world import Entity, World
+from sample_world.statements import Statement, wiki_statements
+from sample_world.world import World
 
 SWAG_FILES = {"train": "train.csv", "val": "val.csv"}
 SWAG_SIZES = {"train": 600, "val": 200}
 HEADER = ",video-id,fold-ind,startphrase,sent1,sent2,gold-source,ending0,ending1,ending2,ending3,label"
 GEN_SHARE = 0.2  # swagaf marks some gold endings "gen" (rewritten by annotators); nothing reads it
-LEAD_IN_WORDS = 6  # sent2 ends at the first mention of the subject among a sentence's first words
+# What may come before the subject: nothing, a clause ending in a comma, or "In 1886".
+BEFORE_SUBJECT = re.compile(r"(?:|.*, |In \d{4},? |[Tt]he )")
 
 
 def lead_in(st: Statement) -> int | None:
-    """Where sent2 ends: after the first mention of the subject ("She", "Åsa Lindqvist",
-    "In 1881, she", "The town"), or after the first two words when there is none."""
+    """Where sent2 ends: after the subject of the sentence when it is the article's subject (its
+    name, surname or a subject pronoun: "She", "In 1881, she", "The town"), else None."""
     e = st.subject
     names = [re.escape(e.title)] + ([re.escape(e.attrs["surname"])] if e.kind == "person" else [])
-    pronouns = (
-        r"[Hh]e|[Ss]he|[Hh]is|[Hh]er" if e.kind == "person" else r"[Ii]ts?|[Tt]he (?:town|firm|university)"
-    )
-    for pattern in ("|".join(names), rf"\b(?:{pronouns})\b"):  # a name before a pronoun
-        m = re.search(rf"(?:{pattern})\S*", st.text)
-        if m and len(st.text[: m.start()].split()) < LEAD_IN_WORDS:
-            return m.end()
-    words = st.text.split(" ")
-    return len(" ".join(words[:2])) if len(words) > 3 else None
+    pronouns = ["[Hh]e", "[Ss]he"] if e.kind == "person" else ["[Ii]t", "[Tt]he (?:town|firm|university)"]
+    m = re.match(rf"({BEFORE_SUBJECT.pattern})(?:{'|'.join(names + pronouns)}) ", st.text)
+    return m.end() - 1 if m and len(m.group(1).split()) < 6 else None
 
 
-def candidates(w: World, articles: list[Article]) -> dict[str, list[tuple]]:
-    """(entity, sentence index, context, sentence, sent2 end, relation) for every fact a sentence
-    states after its lead-in that three other entities give other values for."""
+def candidates(articles: list[Article]) -> dict[str, list[tuple]]:
+    """(entity, sentence index, context, sent2, true ending, false endings) for every sentence
+    after the first that starts with its article's subject, when the article has at least three
+    other such sentences to draw false endings from."""
     found = {"train": [], "val": []}
     for article in articles:
         e = article.entity
         if e.kind == "country":
             continue  # too few to hold out, as in SQuAD
         sentences = wiki_statements(article)
-        for i in range(1, len(sentences)):
-            st = sentences[i]
-            cut = lead_in(st)
-            if cut is None:
-                continue
-            for relation, start, value in st.facts:
-                # the context must not give the answer away ("... whom she had met in Belfield.")
-                if start > cut and can_swap(w, e, relation, 3) and value not in sentences[i - 1].text:
-                    found["val" if e.dev else "train"].append((e, i, sentences[i - 1], st, cut, relation))
+        cuts = {i: cut for i, st in enumerate(sentences) if i > 0 and (cut := lead_in(st)) is not None}
+        endings = {i: sentences[i].text[cut + 1 :] for i, cut in cuts.items()}
+        for i, cut in cuts.items():
+            context, st = sentences[i - 1], sentences[i]
+            # the context's own ending would repeat it, and an ending equal to the true one is no choice
+            false = sorted(
+                {text for j, text in endings.items() if j not in (i, i - 1) and text != endings[i]}
+            )
+            if len(false) >= 3:
+                found["val" if e.dev else "train"].append((e, i, context, st.text[:cut], endings[i], false))
     return found
 
 
-def false_values(w: World, e: Entity, relation: str, rng: random.Random) -> list[str]:
-    """Three other entities' values. Years are four neighbours in the sorted years of the relation
-    with the true one at a random place among them: the nearest years alone would put the true one
-    in the middle, which a model could learn instead of the world."""
-    if CLASS_OF.get(relation) != "year":
-        return rng.sample(other_values(w, e, relation), 3)
-    own = e.facts[relation]
-    years = sorted({x.facts[relation] for x in peers(w, e) if relation in x.facts} | {own}, key=int)
-    i = years.index(own)
-    start = rng.choice([s for s in range(i - 3, i + 1) if s >= 0 and s + 4 <= len(years)])
-    return [y for y in years[start : start + 4] if y != own]
-
-
-def swag_row(w: World, candidate: tuple, label: int, rng: random.Random) -> list[str]:
-    """video-id .. label of one row: the true ending at `label`, three wrong values around it."""
-    e, index, context, st, cut, relation = candidate
-    endings = [st.with_value(relation, v).text[cut + 1 :] for v in false_values(w, e, relation, rng)]
-    endings.insert(label, st.text[cut + 1 :])
-    sent2 = st.text[:cut]
+def swag_row(candidate: tuple, label: int, rng: random.Random) -> list[str]:
+    """video-id .. label of one row: the true ending at `label`, three of the false ones around it."""
+    e, index, context, sent2, true, false = candidate
+    endings = rng.sample(false, 3)
+    endings.insert(label, true)
     gold_source = "gen" if rng.random() < GEN_SHARE else "gold"
     start = [f"samplewiki_{slugify(e.title)}", str(index), f"{context.text} {sent2}", context.text, sent2]
     return start + [gold_source, *endings, str(label)]
@@ -93,12 +76,12 @@ def build_swag(w: World, articles: list[Article], rng: random.Random) -> dict[st
     slugs = [slugify(e.title) for e in w.all()]
     assert len(set(slugs)) == len(slugs), "video-ids must name one entity each"
     rows = {}
-    for split, pool in candidates(w, articles).items():
+    for split, pool in candidates(articles).items():
         rng.shuffle(pool)
         n = min(SWAG_SIZES[split], len(pool))
         labels = [i % 4 for i in range(n)]
         rng.shuffle(labels)
-        rows[split] = [[str(k)] + swag_row(w, pool[k], labels[k], rng) for k in range(n)]
+        rows[split] = [[str(k)] + swag_row(pool[k], labels[k], rng) for k in range(n)]
     return rows
 
 
