@@ -634,12 +634,10 @@ def _wikipedia_workspace(root: Path) -> Path:
             _shard_workspace,
             ("stages.shard", "wikipedia"),
             "compute.num_workers",
-            dict(
-                module="bert.corpus.shards", function="_segment", condition='task_args[0][0][0] == "doc512"'
-            ),
+            dict(module="bert.corpus.shards", function="_segment", condition="task_args[1] == 512"),
             "data/shards/wikipedia",
             "metrics/shard_wikipedia.json",
-            "documents doc512 to doc767 of data/documents/wikipedia",
+            "documents 512 to 767 of data/documents/wikipedia/part-00000.parquet",
         ),
         (
             _wikipedia_workspace,

@@ -181,6 +181,50 @@ def test_shards_balanced_deterministic_and_independent_of_workers(tmp_path):
     assert read_shards(tmp_path / "seed") != shards and other_seed["documents"] == one["documents"]
 
 
+def test_workers_read_and_write_the_text_and_row_groups_close_by_bytes(tmp_path, monkeypatch):
+    """Segmentation tasks come from the table's metadata and return only numbers (the text stays
+    on the workers); a shard's row group closes after the document that fills ROW_GROUP_BYTES."""
+    from bert.corpus import shards as shards_module
+
+    texts = synthetic_documents(600, seed=2)
+    documents = write_table(tmp_path / "docs", texts, part_bytes=150_000)
+    files = sorted(documents.glob("*.parquet"))
+    tasks = list(shards_module.segment_tasks(files))
+    rows = {str(f): pq.ParquetFile(f).metadata.num_rows for f in files}
+    assert len(files) > 1 and {path for path, _, _ in tasks} == set(rows)
+    for path in rows:  # the tasks of a file cover its rows once, in order, at most a chunk each
+        spans = [(start, end) for p, start, end in tasks if p == path]
+        assert spans[0][0] == 0 and spans[-1][1] == rows[path]
+        assert all(a[1] == b[0] for a, b in zip(spans, spans[1:]))
+        assert all(0 < end - start <= shards_module.CHUNK_DOCUMENTS for start, end in spans)
+    shards_module._init_worker(None if punkt.pretrained_parameters() else _trained(tmp_path))
+    sizes, counts, dropped = shards_module._segment(*tasks[0], str(tmp_path / "chunk.parquet"), 2)
+    assert sizes.dtype == counts.dtype == np.int64 and isinstance(dropped, int)
+    chunk = pq.read_table(tmp_path / "chunk.parquet").to_pylist()
+    assert [sum(len(s.encode()) for s in row["sentences"]) for row in chunk] == sizes.tolist()
+    assert [len(row["sentences"]) for row in chunk] == counts.tolist()
+
+    monkeypatch.setattr(shards_module, "ROW_GROUP_BYTES", 3000)
+    options = dict(num_train_shards=2, num_test_shards=1, test_fraction=0.1, min_sentences=2, seed=3)
+    shard_corpus(documents, tmp_path / "out", compute=1, **options)
+    groups = 0
+    for path in sorted((tmp_path / "out").glob("*.parquet")):
+        parquet = pq.ParquetFile(path)
+        for group in range(parquet.num_row_groups):
+            table = parquet.read_row_group(group).to_pylist()
+            sizes = [sum(len(s.encode()) for s in row["sentences"]) for row in table]
+            if group < parquet.num_row_groups - 1:  # full, and full only with its last document
+                assert sum(sizes) >= 3000 > sum(sizes[:-1]), (path.name, group)
+            groups += 1
+    assert groups > 10
+
+
+def _trained(tmp_path: Path) -> str:
+    parameters, _ = punkt.train_parameters(synthetic_documents(200))
+    punkt.save_parameters(parameters, tmp_path / "punkt.json")
+    return str(tmp_path / "punkt.json")
+
+
 def test_empty_corpus_leaves_no_output(tmp_path):
     documents = write_table(tmp_path / "docs", ["One sentence only.", "Another."])
     with pytest.raises(UserError, match="no document has at least 2 sentences"):

@@ -1,20 +1,23 @@
 """Document table -> sentence-segmented, size-balanced train/test shards.
 
-Streaming in two passes, so memory stays bounded by a chunk of documents plus three integers per
+Streaming in two passes, so memory stays bounded by a chunk of documents plus a few integers per
 document, whatever the corpus size:
 
-1. Segment. Documents are read in order in fixed chunks of CHUNK_DOCUMENTS, segmented into
-   sentences by worker processes (bert.parallel: results come back in input order), filtered
-   (fewer than `min_sentences` sentences: dropped) and written to temporary Parquet chunk files.
-   The size of every kept document (UTF-8 bytes of its sentences) is recorded.
-2. Pack and write. From the sizes alone: a seeded permutation of the documents is walked until
-   `test_fraction` of the total size is reached (those become test documents); each group is then
-   bin-packed largest-first into its shards (each document to the currently smallest shard), so
-   shards are balanced by size and no document is split. The chunk files are read once more in
-   order and every document is appended to its shard (so a shard keeps input order).
+1. Segment, on the workers. A task is a run of at most CHUNK_DOCUMENTS rows of one row group of
+   the document table, fixed by the table's layout (its Parquet metadata, read by the driver)
+   and never by the number of workers. The worker reads those rows itself, segments them into
+   sentences, drops documents with fewer than `min_sentences` sentences, writes the rest to its
+   own temporary chunk file and returns only their sizes (UTF-8 bytes of the sentences) and
+   sentence counts: no text passes through the driver.
+2. Pack and write, in the driver, on Arrow arrays. From the sizes alone: a seeded permutation of
+   the documents is walked until `test_fraction` of the total size is reached (those become test
+   documents); each group is then bin-packed largest-first into its shards (each document to the
+   currently smallest shard), so shards are balanced by size and no document is split. The chunk
+   files are read once more in order and their rows taken into their shards (a shard keeps input
+   order), row groups closing after ROW_GROUP_BYTES of sentences.
 
-Chunks are fixed by the input, never by the number of workers, and nothing depends on timing:
-the same inputs and parameters give byte-identical shards with any `workers`.
+Nothing depends on timing or on the number of workers: the same inputs and parameters give
+byte-identical shards on any scheduler.
 """
 
 import heapq
@@ -22,7 +25,6 @@ import json
 import logging
 import shutil
 import time
-from array import array
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -31,7 +33,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 from tqdm import tqdm
 
-from bert.atomic import atomic_folder
+from bert.atomic import atomic_file, atomic_folder
 from bert.compute import Compute
 from bert.corpus import sentences as punkt
 from bert.corpus.documents import document_files
@@ -46,20 +48,56 @@ ROW_GROUP_BYTES = 4 * 2**20
 MANIFEST_FILE = "manifest.json"
 
 
+def _open_table(path: Path) -> pq.ParquetFile:
+    try:
+        parquet = pq.ParquetFile(path)
+    except (OSError, pa.ArrowInvalid) as error:
+        raise UserError(f"{path}: cannot read this Parquet file ({error})") from None
+    missing = {"doc_id", "text"} - set(parquet.schema_arrow.names)
+    if missing:
+        raise UserError(f"{path}: missing column(s) {', '.join(sorted(missing))}; not a document table")
+    return parquet
+
+
 def read_documents(files: list[Path]) -> Iterator[list[tuple[str, str]]]:
-    """Chunks of (doc_id, text) in table order."""
+    """Chunks of (doc_id, text) in table order (the driver reads them only to train Punkt)."""
     for path in files:
         try:
-            parquet = pq.ParquetFile(path)
-            missing = {"doc_id", "text"} - set(parquet.schema_arrow.names)
-            if missing:
-                raise UserError(
-                    f"{path}: missing column(s) {', '.join(sorted(missing))}; not a document table"
-                )
-            for batch in parquet.iter_batches(batch_size=CHUNK_DOCUMENTS, columns=["doc_id", "text"]):
+            for batch in _open_table(path).iter_batches(
+                batch_size=CHUNK_DOCUMENTS, columns=["doc_id", "text"]
+            ):
                 yield list(zip(batch.column("doc_id").to_pylist(), batch.column("text").to_pylist()))
         except (OSError, pa.ArrowInvalid) as error:
             raise UserError(f"{path}: cannot read this Parquet file ({error})") from None
+
+
+def segment_tasks(files: list[Path]) -> Iterator[tuple[str, int, int]]:
+    """(file, first row, end row) of every segmentation task, from the files' metadata alone."""
+    for path in files:
+        metadata = _open_table(path).metadata
+        first = 0
+        for group in range(metadata.num_row_groups):
+            rows = metadata.row_group(group).num_rows
+            for start in range(first, first + rows, CHUNK_DOCUMENTS):
+                yield str(path), start, min(start + CHUNK_DOCUMENTS, first + rows)
+            first += rows
+
+
+def _read_rows(path: str, start: int, end: int) -> pa.Table:
+    """doc_id and text of rows [start, end) of a document file, reading only their row groups."""
+    try:
+        parquet = pq.ParquetFile(path)
+        groups, first, offset = [], 0, None
+        for group in range(parquet.metadata.num_row_groups):
+            rows = parquet.metadata.row_group(group).num_rows
+            if first < end and start < first + rows:
+                groups.append(group)
+                offset = first if offset is None else offset
+            first += rows
+        table = parquet.read_row_groups(groups, columns=["doc_id", "text"])
+    except (OSError, pa.ArrowInvalid) as error:
+        raise UserError(f"{path}: cannot read this Parquet file ({error})") from None
+    return table.slice(start - (offset or 0), end - start)
 
 
 _splitter: punkt.SentenceSplitter | None = None
@@ -73,16 +111,24 @@ def _init_worker(parameters_file: str | None) -> None:
     _splitter = punkt.SentenceSplitter(parameters, curated=parameters_file is not None)
 
 
-def _segment(chunk: list[tuple[str, str]], min_sentences: int) -> tuple[list[str], list[list[str]], int]:
+def _segment(
+    path: str, start: int, end: int, chunk_file: str, min_sentences: int
+) -> tuple[np.ndarray, np.ndarray, int]:
+    """Segment rows [start, end) of a document file into `chunk_file`: (bytes, sentences) of each
+    document kept, and how many were dropped."""
+    rows = _read_rows(path, start, end)
     doc_ids, documents, dropped = [], [], 0
-    for doc_id, text in chunk:
+    for doc_id, text in zip(rows.column("doc_id").to_pylist(), rows.column("text").to_pylist()):
         sentences = _splitter.split(text or "")
         if len(sentences) < min_sentences:
             dropped += 1
         else:
             doc_ids.append(doc_id)
             documents.append(sentences)
-    return doc_ids, documents, dropped
+    with atomic_file(chunk_file) as building:  # a retried task replaces a dead one's file whole
+        pq.write_table(pa.table({"doc_id": doc_ids, "sentences": documents}, schema=SHARD_SCHEMA), building)
+    sizes = np.array([sum(len(s.encode("utf-8")) for s in sentences) for sentences in documents], np.int64)
+    return sizes, np.array([len(sentences) for sentences in documents], np.int64), dropped
 
 
 def split_train_test(sizes: np.ndarray, test_fraction: float, seed: int) -> np.ndarray:
@@ -109,31 +155,36 @@ def pack_largest_first(indices: np.ndarray, sizes: np.ndarray, num_bins: int) ->
 
 
 class _ShardWriters:
+    """The shard files, fed whole chunks of documents as Arrow tables; a row group closes after the
+    document that brings it to ROW_GROUP_BYTES of sentences."""
+
     def __init__(self, paths: list[Path]):
-        self.paths = paths
         self.writers = [pq.ParquetWriter(p, SHARD_SCHEMA, compression="zstd") for p in paths]
-        self.buffers: list[tuple[list, list]] = [([], []) for _ in paths]
+        self.buffers: list[list[pa.Table]] = [[] for _ in paths]
         self.buffered = [0] * len(paths)
         self.documents = [0] * len(paths)
         self.sentences = [0] * len(paths)
         self.bytes = [0] * len(paths)
 
-    def add(self, shard: int, doc_id: str, sentences: list[str], size: int) -> None:
-        ids, docs = self.buffers[shard]
-        ids.append(doc_id)
-        docs.append(sentences)
-        self.buffered[shard] += size
-        self.documents[shard] += 1
-        self.sentences[shard] += len(sentences)
-        self.bytes[shard] += size
-        if self.buffered[shard] >= ROW_GROUP_BYTES:
+    def add(self, shard: int, rows: pa.Table, sizes: np.ndarray, sentences: np.ndarray) -> None:
+        self.documents[shard] += len(sizes)
+        self.sentences[shard] += int(sentences.sum())
+        self.bytes[shard] += int(sizes.sum())
+        begin = 0
+        filled = self.buffered[shard] + np.cumsum(sizes)
+        while (full := int(np.searchsorted(filled, ROW_GROUP_BYTES))) < len(sizes):
+            self.buffers[shard].append(rows.slice(begin, full + 1 - begin))
             self._flush(shard)
+            filled -= filled[full]
+            begin = full + 1
+        self.buffers[shard].append(rows.slice(begin))
+        self.buffered[shard] = int(filled[-1]) if len(sizes) else self.buffered[shard]
 
     def _flush(self, shard: int) -> None:
-        ids, docs = self.buffers[shard]
-        if ids:
-            self.writers[shard].write_table(pa.table({"doc_id": ids, "sentences": docs}, schema=SHARD_SCHEMA))
-        self.buffers[shard] = ([], [])
+        tables = [table for table in self.buffers[shard] if len(table)]
+        if tables:
+            self.writers[shard].write_table(pa.concat_tables(tables).combine_chunks())
+        self.buffers[shard] = []
         self.buffered[shard] = 0
 
     def close(self) -> None:
@@ -191,40 +242,37 @@ def shard_corpus(
         chunk_dir = tmp_dir / ".chunks"
         chunk_dir.mkdir()
 
-        # Pass 1: segment in parallel, keep results in input order, record document sizes.
-        sizes, chunk_of, row_of = array("q"), array("l"), array("l")
-        dropped = sentences_total = 0
-        chunks = ((chunk, min_sentences) for chunk in read_documents(files))
+        # Pass 1: segment on the workers, each chunk into its own file; sizes come back in order.
+        tasks = [
+            (path, begin, end, str(chunk_dir / f"chunk-{index:06d}.parquet"), min_sentences)
+            for index, (path, begin, end) in enumerate(segment_tasks(files))
+        ]
+        sizes, sentence_counts, chunk_rows = [], [], []
+        dropped = 0
         with (
             Workers(compute, _init_worker, (parameters_file,)) as pool,
             tqdm(desc="segment", unit=" docs", leave=False) as progress,
         ):
             results = pool.map(
-                _segment,
-                chunks,
-                describe=lambda task: f"documents {task[0][0][0]} to {task[0][-1][0]} of {documents_dir}",
+                _segment, tasks, describe=lambda task: f"documents {task[1]} to {task[2] - 1} of {task[0]}"
             )
-            for chunk_index, (doc_ids, documents, chunk_dropped) in enumerate(results):
-                progress.update(len(doc_ids) + chunk_dropped)
+            for chunk_sizes, chunk_sentences, chunk_dropped in results:
+                progress.update(len(chunk_sizes) + chunk_dropped)
                 dropped += chunk_dropped
-                pq.write_table(
-                    pa.table({"doc_id": doc_ids, "sentences": documents}, schema=SHARD_SCHEMA),
-                    chunk_dir / f"chunk-{chunk_index:06d}.parquet",
-                )
-                for row, sentences in enumerate(documents):
-                    sizes.append(sum(len(s.encode("utf-8")) for s in sentences))
-                    chunk_of.append(chunk_index)
-                    row_of.append(row)
-                    sentences_total += len(sentences)
+                sizes.append(chunk_sizes)
+                sentence_counts.append(chunk_sentences)
+                chunk_rows.append(len(chunk_sizes))
+        size_array = np.concatenate(sizes) if sizes else np.zeros(0, np.int64)
+        sentence_array = np.concatenate(sentence_counts) if sentence_counts else np.zeros(0, np.int64)
+        sentences_total = int(sentence_array.sum())
         segment_seconds = time.perf_counter() - start - punkt_seconds
-        if not sizes:
+        if not len(size_array):
             raise UserError(
                 f"{documents_dir}: no document has at least {min_sentences} sentences ({dropped} dropped); "
                 "the corpus is empty or shard.min_sentences is too high"
             )
 
         # Pass 2: split, pack by size, write the shards.
-        size_array = np.frombuffer(sizes, dtype=np.int64)
         is_test = split_train_test(size_array, test_fraction if num_test_shards else 0.0, seed)
         shard_of = np.empty(len(size_array), dtype=np.int64)
         for index, shard in pack_largest_first(
@@ -238,14 +286,19 @@ def shard_corpus(
         names = [f"train_{i:05d}.parquet" for i in range(num_train_shards)]
         names += [f"test_{i:05d}.parquet" for i in range(num_test_shards)]
         writers = _ShardWriters([tmp_dir / name for name in names])
-        document = 0
-        for chunk_file in tqdm(sorted(chunk_dir.iterdir()), desc="write shards", unit=" chunks", leave=False):
-            table = pq.read_table(chunk_file)
-            for doc_id, sentences in zip(
-                table.column("doc_id").to_pylist(), table.column("sentences").to_pylist()
-            ):
-                writers.add(int(shard_of[document]), doc_id, sentences, int(size_array[document]))
-                document += 1
+        first = 0
+        for task, rows in zip(tqdm(tasks, desc="write shards", unit=" chunks", leave=False), chunk_rows):
+            if rows == 0:
+                continue
+            table = pq.read_table(task[3])
+            chunk = slice(first, first + rows)
+            order = np.argsort(shard_of[chunk], kind="stable")  # each shard's rows, in input order
+            shards, starts = np.unique(shard_of[chunk][order], return_index=True)
+            for shard, taken in zip(shards, np.split(order, starts[1:])):
+                writers.add(
+                    int(shard), table.take(taken), size_array[chunk][taken], sentence_array[chunk][taken]
+                )
+            first += rows
         writers.close()
         shutil.rmtree(chunk_dir)
 
