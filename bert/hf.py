@@ -206,12 +206,29 @@ def _num_labels(directory: Path, hf_state: dict[str, torch.Tensor], asked: int |
     return found
 
 
-def _head_config(model) -> dict:
+def _check_head_kind(directory: Path, cls, hf_state: dict[str, torch.Tensor]) -> None:
+    """A classifier fine-tuned for one kind of task is not a start for the other: a multiple-choice
+    head (one score per choice) would load as a one-output regression, and a sequence classifier
+    as a multiple-choice head of the wrong size. config.json's architectures tells them apart."""
+    values = json.loads((directory / "config.json").read_text())
+    heads = {BertForSequenceClassification.__name__, BertForMultipleChoice.__name__}
+    made_as = [name for name in values.get("architectures") or [] if name in heads]
+    if "classifier.weight" in hf_state and made_as and cls.__name__ in heads and cls.__name__ not in made_as:
+        raise UserError(
+            f"{directory}: a {made_as[0]} (config.json's architectures), not a {cls.__name__}; "
+            "fine-tune this task from a pretrained encoder (finetune.init), not from another task's model"
+        )
+
+
+def _head_config(model, label_names: tuple[str, ...] | None) -> dict:
     """config.json entries that tell transformers a classifier's size and loss: id2label (the
-    number of labels) and label2id, named LABEL_i as transformers names them, and problem_type."""
+    number of labels) and label2id, by the task's label names (as run_glue.py writes them) or
+    LABEL_i as transformers names them, and problem_type."""
     if not isinstance(model, BertForSequenceClassification):
         return {}
-    labels = [f"LABEL_{i}" for i in range(model.num_labels)]
+    if label_names is not None and len(label_names) != model.num_labels:
+        raise ValueError(f"{len(label_names)} label names for a classifier of {model.num_labels} labels")
+    labels = list(label_names or (f"LABEL_{i}" for i in range(model.num_labels)))
     return {
         "id2label": {str(i): label for i, label in enumerate(labels)},
         "label2id": {label: i for i, label in enumerate(labels)},
@@ -226,6 +243,7 @@ def load_pretrained(cls, directory: str | Path, **kwargs):
         raise UserError(f"{directory}: model directory not found")
     config = BertConfig.from_json_file(directory / "config.json")
     hf_state = _normalise_hf_keys(read_hf_weights(directory), with_prefix=not issubclass(cls, BertModel))
+    _check_head_kind(directory, cls, hf_state)
     if issubclass(cls, BertForSequenceClassification):
         kwargs["num_labels"] = _num_labels(directory, hf_state, kwargs.get("num_labels"))
     model = cls(config, **kwargs)
@@ -257,7 +275,11 @@ def load_pretrained(cls, directory: str | Path, **kwargs):
 
 
 def save_pretrained(
-    model, directory: str | Path, vocab_file: str | Path | None = None, lower_case: bool = True
+    model,
+    directory: str | Path,
+    vocab_file: str | Path | None = None,
+    lower_case: bool = True,
+    label_names: tuple[str, ...] | None = None,
 ) -> None:
     """`model.save_pretrained(directory)`: see BertPreTrainedModel.save_pretrained. The folder is
     written beside its final place and renamed into it, so it is either complete or absent."""
@@ -265,7 +287,7 @@ def save_pretrained(
         "architectures": [type(model).__name__],
         "model_type": "bert",
         **model.config.to_dict(),
-        **_head_config(model),
+        **_head_config(model, label_names),
     }
     with atomic_folder(directory) as staging:
         (staging / "config.json").write_text(json.dumps(config, indent=2) + "\n")

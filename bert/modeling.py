@@ -59,6 +59,7 @@ class BertConfig:
     initializer_range: float = 0.02
     layer_norm_eps: float = 1e-12
     pad_token_id: int = 0
+    classifier_dropout: float | None = None  # the task heads' dropout; None: hidden_dropout_prob
 
     def __post_init__(self):
         if self.hidden_size % self.num_attention_heads:
@@ -317,13 +318,18 @@ class BertPreTrainedModel(nn.Module):
         return hf.load_pretrained(cls, directory, **kwargs)
 
     def save_pretrained(
-        self, directory: str | Path, vocab_file: str | Path | None = None, lower_case: bool = True
+        self,
+        directory: str | Path,
+        vocab_file: str | Path | None = None,
+        lower_case: bool = True,
+        label_names: tuple[str, ...] | None = None,
     ):
         """Write a Hugging Face BERT directory that `transformers` loads with identical outputs:
-        config.json, model.safetensors and, given `vocab_file`, vocab.txt + tokenizer_config.json."""
+        config.json, model.safetensors and, given `vocab_file`, vocab.txt + tokenizer_config.json.
+        `label_names`: a classifier's classes in order, for config.json's id2label (else LABEL_i)."""
         from bert import hf
 
-        hf.save_pretrained(self, directory, vocab_file=vocab_file, lower_case=lower_case)
+        hf.save_pretrained(self, directory, vocab_file, lower_case, label_names)
 
 
 class BertModel(BertPreTrainedModel):
@@ -524,6 +530,11 @@ def pooled_output(
     return pooled
 
 
+def head_dropout(config: BertConfig) -> float:
+    """The dropout before a task head's classifier, as transformers chooses it."""
+    return config.hidden_dropout_prob if config.classifier_dropout is None else config.classifier_dropout
+
+
 class BertForSequenceClassification(BertPreTrainedModel):
     """A label per sequence (or pair) from the pooled [CLS], as for GLUE. As in `transformers`,
     num_labels=1 is a regression (STS-B's similarity): one real output, mean squared error."""
@@ -537,7 +548,7 @@ class BertForSequenceClassification(BertPreTrainedModel):
         self.config = config
         self.num_labels = num_labels
         self.bert = BertModel(config, with_pooler=True, apex_layer_norm=apex_layer_norm, unpad=unpad)
-        self.dropout = nn.Dropout(config.hidden_dropout_prob)
+        self.dropout = nn.Dropout(head_dropout(config))
         self.classifier = nn.Linear(config.hidden_size, num_labels)
         init_weights(self.classifier, config.initializer_range)
 
@@ -567,7 +578,7 @@ class BertForMultipleChoice(BertPreTrainedModel):
         super().__init__()
         self.config = config
         self.bert = BertModel(config, with_pooler=True, apex_layer_norm=apex_layer_norm, unpad=unpad)
-        self.dropout = nn.Dropout(config.hidden_dropout_prob)
+        self.dropout = nn.Dropout(head_dropout(config))
         self.classifier = nn.Linear(config.hidden_size, 1)
         init_weights(self.classifier, config.initializer_range)
 

@@ -129,7 +129,8 @@ def finetune(task: Task, params, distributed) -> None:
     train(model, batches, task_objective, optimizer, scheduler, config)
     if distributed.is_main:
         out_dir = MODELS_DIR / task.name
-        model.save_pretrained(out_dir, vocab_file=source / "vocab.txt", lower_case=lower_case)
+        label_names = task.labels if task.kind == "classification" else None
+        model.save_pretrained(out_dir, source / "vocab.txt", lower_case, label_names)
         log.info("wrote %s", out_dir)
 
 

@@ -241,6 +241,39 @@ def test_num_labels_come_from_the_folder_or_must_agree_with_it(tmp_path, caplog)
         BertForSequenceClassification(small_config(), num_labels=0)
 
 
+def test_labels_heads_and_dropout_as_the_task_gives_them(tmp_path):
+    torch.manual_seed(7)
+    names = ("entailment", "neutral", "contradiction")
+    BertForSequenceClassification(small_config(), num_labels=3).save_pretrained(
+        tmp_path / "mnli", label_names=names
+    )
+    config = json.loads((tmp_path / "mnli" / "config.json").read_text())
+    assert config["id2label"] == {"0": "entailment", "1": "neutral", "2": "contradiction"}
+    assert config["label2id"] == {"entailment": 0, "neutral": 1, "contradiction": 2}
+    assert transformers.BertForSequenceClassification.from_pretrained(tmp_path / "mnli").config.id2label[2] == "contradiction"  # fmt: skip
+    with pytest.raises(ValueError, match="2 label names for a classifier of 3 labels"):
+        BertForSequenceClassification(small_config(), num_labels=3).save_pretrained(tmp_path / "x", label_names=names[:2])  # fmt: skip
+
+    # A SWAG model has one output per choice: loaded as a classifier it would pass for a regression.
+    BertForMultipleChoice(small_config()).save_pretrained(tmp_path / "swag")
+    with pytest.raises(
+        UserError, match=r"swag: a BertForMultipleChoice .*, not a BertForSequenceClassification"
+    ):
+        BertForSequenceClassification.from_pretrained(tmp_path / "swag", num_labels=1)
+    with pytest.raises(
+        UserError, match=r"mnli: a BertForSequenceClassification .*, not a BertForMultipleChoice"
+    ):
+        BertForMultipleChoice.from_pretrained(tmp_path / "mnli")
+    BertModel(small_config()).save_pretrained(tmp_path / "encoder")  # any head starts from an encoder
+    assert BertForMultipleChoice.from_pretrained(tmp_path / "encoder").classifier.out_features == 1
+
+    config = small_config()
+    assert BertForMultipleChoice(config).dropout.p == config.hidden_dropout_prob
+    config.classifier_dropout = 0.3  # transformers' field: the heads' own dropout when set
+    assert BertForSequenceClassification(config, num_labels=2).dropout.p == 0.3
+    assert BertForMultipleChoice(config).dropout.p == 0.3
+
+
 # Learnable synthetic tasks, on ids of our vocabulary layout (bert.tokenization.SPECIAL_TOKENS:
 # [PAD] 0, [UNK] 1, [CLS] 2, [SEP] 3, [MASK] 4) and twenty ordinary words 5..24.
 CLS, SEP, FIRST_WORD, VOCAB = 2, 3, 5, 25
