@@ -5,7 +5,9 @@ Temporary names are `.<output name>.tmp-<pid>@<host>-<random>` beside the output
 sweeps the temporaries of dead processes of this host from the folder it writes into: a killed
 stage that DVC later restores from its run cache never runs again, so its own cleanup alone would
 leave them there for good. Another host's temporaries (Dask workers writing into a shared folder)
-are never touched: whether their process lives cannot be told from here.
+are never touched: whether their process lives cannot be told from here. A temporary still inside
+the folder of atomic_folder when its block ends is of a task that died and ran again (its writers
+are done): it is removed, not published.
 """
 
 import contextlib
@@ -42,6 +44,7 @@ def atomic_folder(out_dir: str | Path) -> Iterator[Path]:
         ) from None
     try:
         yield tmp_dir
+        _remove_temporaries(tmp_dir)
         _make_ordinary(tmp_dir)
         old = None
         if out_dir.exists():
@@ -79,6 +82,30 @@ TEMPORARY_NAME = re.compile(
 
 def _temporary_prefix(name: str) -> str:
     return f".{name}.tmp-{os.getpid()}@{HOST}-"
+
+
+def temporary_file(path: Path) -> Path:
+    """A new empty file beside `path`, named as a temporary of this process and with ordinary
+    permissions, for a writer that renames it onto `path` itself (os.replace) once it is complete:
+    the tasks of a stage writing their parts into the folder of atomic_folder. Unlike atomic_file
+    it does not sweep the folder (thousands of tasks write into one) and leaves the wording of
+    errors to the stage."""
+    fd, name = tempfile.mkstemp(prefix=_temporary_prefix(path.name), dir=path.parent)
+    os.close(fd)
+    _make_ordinary(Path(name))
+    return Path(name)
+
+
+def _remove_temporaries(folder: Path) -> None:
+    """Remove the temporaries left in a finished output folder, whatever their process or host: its
+    writers are done, so these are of tasks that died and ran again (Dask retries a task elsewhere)."""
+    for entry in os.scandir(folder):
+        match = TEMPORARY_NAME.fullmatch(entry.name)
+        if match and match["pid"]:
+            if entry.is_dir(follow_symlinks=False):
+                shutil.rmtree(entry.path)
+            else:
+                os.unlink(entry.path)
 
 
 def _sweep_dead_temporaries(folder: Path) -> None:

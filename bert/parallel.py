@@ -103,13 +103,13 @@ class Workers:
         while pending:
             try:
                 result = pending[0][2].result()
+                pending.popleft()
+                submit(1)  # raises too when the pool broke since the result came
             except BrokenProcessPool:
                 raise UserError(
                     f"{self._died_during(pending, describe)}: a worker process died (killed, or out of memory?); "
                     "re-run the stage"
                 ) from None
-            pending.popleft()
-            submit(1)
             yield result
 
     def _died_during(self, pending: deque, describe: Callable[[tuple], str]) -> str:

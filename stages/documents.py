@@ -34,7 +34,7 @@ def main() -> None:
             stats.pages, stats.documents, stats.seconds, metrics["pages_per_second"], metrics["megabytes_per_second"],
         )  # fmt: skip
     else:
-        metrics = format_books(raw, out, corpus)
+        metrics = format_books(raw, out, corpus, params.engine)
     write_json(f"metrics/documents_{corpus}.json", metrics)
 
 

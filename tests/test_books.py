@@ -9,6 +9,7 @@ import pytest
 
 from bert.corpus import books
 from bert.corpus.books import format_books
+from bert.corpus.documents import ROW_GROUP_BYTES, ROW_GROUP_ROWS, DocumentWriter
 from bert.errors import UserError
 from tests.stage_workspace import write_params
 
@@ -76,12 +77,50 @@ def test_parquet_row_per_line_grouped_by_book_id(tmp_path):
     assert [(d["title"], d["text"]) for d in docs] == [("b1", "One.\nTwo."), ("b2", "Three.\nFour.\nFive.")]
 
 
+def test_tasks_write_their_parts_in_file_order_whatever_the_workers(tmp_path, monkeypatch):
+    """Runs of .txt files of about PART_BYTES and each Parquet file are tasks, each writing its own
+    parts (rolled over at PART_BYTES): the same files, in file order, with one worker or two."""
+    monkeypatch.setattr(books, "PART_BYTES", 60)
+    raw = tmp_path / "raw"
+    raw.mkdir()
+    for name in ("a", "b", "c"):
+        (raw / f"{name}.txt").write_text(f"Book {name}, a story of forty-two characters.", encoding="utf-8")
+    pq.write_table(pa.table({"book_id": ["x", "y"], "text": ["One.", "Two."]}), raw / "d.parquet")
+    (raw / "e.txt").write_text("The last book.", encoding="utf-8")
+    stats = format_books(raw, tmp_path / "one", "bookcorpus")
+    format_books(raw, tmp_path / "two", "bookcorpus", compute=2)
+    one = {p.name: p.read_bytes() for p in sorted((tmp_path / "one").iterdir())}
+    assert one == {p.name: p.read_bytes() for p in sorted((tmp_path / "two").iterdir())}
+    assert list(one) == [
+        "part-00000-00000.parquet",  # a.txt and b.txt: 90 bytes, past PART_BYTES after b
+        "part-00001-00000.parquet",  # c.txt
+        "part-00002-00000.parquet",  # d.parquet
+        "part-00003-00000.parquet",  # e.txt, after the Parquet file
+    ]
+    assert [d["doc_id"] for d in documents(tmp_path / "one")] == [
+        "bookcorpus:a", "bookcorpus:b", "bookcorpus:c", "bookcorpus:d:0", "bookcorpus:d:1", "bookcorpus:e"
+    ]  # fmt: skip
+    assert stats == {"files": 5, "documents": 6, "skipped_empty": 0}
+
+
+def test_row_groups_are_bounded_by_bytes_of_text(tmp_path):
+    """Books of 3 MB: a row group holds ROW_GROUP_BYTES of text (3 books), not ROW_GROUP_ROWS."""
+    writer = DocumentWriter(tmp_path)
+    for number in range(7):
+        writer.add("bookcorpus", f"bookcorpus:{number}", f"Book {number}", f"{number} " * 1_500_000)
+    writer.close()
+    metadata = pq.ParquetFile(tmp_path / "part-00000.parquet").metadata
+    assert [metadata.row_group(i).num_rows for i in range(metadata.num_row_groups)] == [3, 3, 1]
+    assert ROW_GROUP_BYTES < 3 * 3_000_000 and ROW_GROUP_ROWS > 3
+
+
 def expect_error(tmp_path, raw: Path, *fragments: str) -> None:
     with pytest.raises(UserError) as error:
         format_books(raw, tmp_path / "out" / "docs", "bookcorpus")
     for fragment in fragments:
         assert fragment in str(error.value)
     assert not (tmp_path / "out" / "docs").exists()
+    assert not list((tmp_path / "out").glob("*"))  # nor a temporary folder or part
 
 
 def test_parquet_without_text_column(tmp_path):

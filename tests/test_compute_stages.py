@@ -1,7 +1,8 @@
 """The data stages on every task engine (params.yaml `compute`), through the real stage commands in
-a throw-away project: shard and examples (intra and inter mixing) write the same bytes on the
-local pool with 1 and 2 workers, on a Dask LocalCluster and on a Dask scheduler given by its
-address, whose workers run in another process tree (as they would on other machines)."""
+a throw-away project: documents (Wikipedia and books), shard and examples (intra and inter mixing)
+write the same bytes on the local pool with 1 and 2 workers, on a Dask LocalCluster and on a Dask
+scheduler given by its address, whose workers run in another process tree (as they would on other
+machines)."""
 
 import hashlib
 import shutil
@@ -9,8 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from tests.stage_workspace import run_stage, set_params
+from tests.stage_workspace import REPO, make_workspace, run_stage, set_params
 from tests.test_faults import _examples_workspace, _shard_workspace
+from tests.test_wikipedia import write_dump
 
 LOCAL = {"compute.scheduler": "local", "compute.num_workers": 1}
 
@@ -37,6 +39,18 @@ def scheduler_address():
         yield cluster.scheduler_address
 
 
+def _documents_workspace(root: Path) -> Path:
+    """The sample world's multistream dump and a small single-stream one (a task each way); its
+    books as .txt files and as a Parquet file (a task each)."""
+    make_workspace(root)
+    sample = REPO / "data/sample"
+    shutil.copytree(sample / "wikipedia", root / "data/raw/wikipedia")
+    write_dump(root / "data/raw/wikipedia/zz-single.xml")
+    shutil.copytree(sample / "books/txt", root / "data/raw/bookcorpus/txt")
+    shutil.copytree(sample / "books/parquet", root / "data/raw/bookcorpus/parquet")
+    return root
+
+
 def _examples(mode: str):
     def workspace(root: Path) -> Path:
         _examples_workspace(root)
@@ -50,11 +64,13 @@ def _examples(mode: str):
 @pytest.mark.parametrize(
     "workspace, stage, output",
     [
+        (_documents_workspace, ("stages.documents", "wikipedia"), "data/documents/wikipedia"),
+        (_documents_workspace, ("stages.documents", "bookcorpus"), "data/documents/bookcorpus"),
         (_shard_workspace, ("stages.shard", "wikipedia"), "data/shards"),
         (_examples("intra"), ("stages.examples", "phase1"), "data/examples/phase1"),
         (_examples("inter"), ("stages.examples", "phase1"), "data/examples/phase1"),
     ],
-    ids=["shard", "examples-intra", "examples-inter"],
+    ids=["documents-wikipedia", "documents-books", "shard", "examples-intra", "examples-inter"],
 )
 def test_a_data_stage_writes_the_same_bytes_on_every_engine(
     tmp_path, scheduler_address, workspace, stage, output

@@ -1,6 +1,6 @@
 """Faults, on the real stages in a throw-away project (tests/stage_workspace.py): a training stage
 SIGKILLed between checkpoints and in the middle of writing one, a data stage SIGKILLed while it
-writes, and a full disk while writing a checkpoint or a shard.
+writes, and a full disk while writing a checkpoint, a shard or a part of the document table.
 
 To kill at a known point, the run to be killed is started through RUNNER: `python -c` that slows
 one library function down in that child process only (a training step, the write of one
@@ -604,10 +604,11 @@ def test_disk_full_while_writing_examples(tmp_path):
 
 # A pool worker of a data stage killed (as the OOM killer kills) when it starts one task: `function`
 # of `module` is replaced, in the parent before the pool forks, by one that SIGKILLs its own process
-# when `task_args` (the task's arguments) match `condition`.
+# when `task_args` (the task's arguments) match `condition`; `setup` (if any) runs first.
 KILLED_WORKER = """
 import os, signal
 import {module}
+{setup}
 _task = {module}.{function}
 def task(*task_args):
     if {condition}:
@@ -619,12 +620,54 @@ task.__module__, task.__qualname__ = "{module}", "{function}"  # pickled by that
 
 
 def _wikipedia_workspace(root: Path) -> Path:
-    """A project with a MediaWiki dump of 40 articles (5 extraction tasks of 8 pages)."""
+    """A project with a MediaWiki dump of 40 articles (a task each with the killed run's setup)."""
     make_workspace(root)
     pages = [(i, f"Article {i}", f"'''Article {i}''' is about harbour {i}. It was dredged in {1800 + i}.", 0, None)
              for i in range(1, 41)]  # fmt: skip
     write_dump(root / "data/raw/wikipedia/dump.xml", pages=pages)
     return root
+
+
+def _books_workspace(root: Path) -> Path:
+    """A project with 4 Parquet files of books (a formatting task each)."""
+    make_workspace(root)
+    for number in range(4):
+        books = [f"Book {number}.{i} begins. It ends at the harbour." for i in range(3)]
+        (root / "data/raw/bookcorpus").mkdir(parents=True, exist_ok=True)
+        pq.write_table(
+            pa.table({"book_id": ["a", "b", "c"], "text": books}),
+            root / f"data/raw/bookcorpus/{number}.parquet",
+        )
+    return root
+
+
+@pytest.mark.parametrize(
+    "workspace, corpus, max_file_bytes",
+    [
+        (_wikipedia_workspace, "wikipedia", 1500),
+        (_books_workspace, "bookcorpus", 1000),
+    ],  # parts of ~2 kB, 1.5 kB
+    ids=["wikipedia", "books"],
+)
+def test_disk_full_while_a_worker_writes_its_part_of_the_documents(
+    tmp_path, workspace, corpus, max_file_bytes
+):
+    """The worker's error reaches the stage as it is: one line naming the output, the previous one intact."""
+    root = workspace(tmp_path)
+    set_params(root, {"compute.num_workers": 2})
+    output = root / "data/documents" / corpus
+    result = run_stage(root, "stages.documents", corpus)
+    assert result.returncode == 0, result.stderr[-3000:]
+    before = _files(output)
+
+    result = _run_on_a_small_disk(root, max_file_bytes, "stages.documents", corpus)
+    assert result.returncode == 1
+    line = _assert_one_clear_line(
+        result.stderr, f"error: data/documents/{corpus}: disk full while writing it"
+    )
+    assert "File too large" in line and f"previous {corpus} is untouched" in line
+    assert _files(output) == before
+    assert [p.name for p in output.parent.iterdir()] == [corpus]  # no temporary folder or part
 
 
 @pytest.mark.parametrize(
@@ -646,11 +689,23 @@ def _wikipedia_workspace(root: Path) -> Path:
             dict(
                 module="bert.corpus.wikipedia",
                 function="_extract_articles",
+                setup="bert.corpus.wikipedia.TASK_CHARACTERS = 1  # a page per task",
                 condition='task_args[0][0][0] == "17"',
             ),
             "data/documents/wikipedia",
             "metrics/documents_wikipedia.json",
             "pages from id 17 of data/raw/wikipedia/dump.xml",
+        ),
+        (
+            _books_workspace,
+            ("stages.documents", "bookcorpus"),
+            "compute.num_workers",
+            dict(
+                module="bert.corpus.books", function="_format_task", condition='task_args[3] == "part-00002"'
+            ),
+            "data/documents/bookcorpus",
+            "metrics/documents_bookcorpus.json",
+            "data/raw/bookcorpus/2.parquet",
         ),
         (
             _examples_workspace,
@@ -680,7 +735,14 @@ def _wikipedia_workspace(root: Path) -> Path:
             "data/examples/phase1/part_00002.hdf5",
         ),
     ],
-    ids=["shard", "documents", "examples", "examples-inter-per-corpus", "examples-inter-mixing"],
+    ids=[
+        "shard",
+        "documents",
+        "documents-books",
+        "examples",
+        "examples-inter-per-corpus",
+        "examples-inter-mixing",
+    ],
 )
 def test_data_stage_worker_killed_stops_with_one_clear_line_and_reruns(
     tmp_path, workspace, stage, workers, patch, output, metrics, task
@@ -696,7 +758,7 @@ def test_data_stage_worker_killed_stops_with_one_clear_line_and_reruns(
         (root / metrics).unlink()
     siblings = sorted(output.parent.iterdir())
 
-    process = _start(root, KILLED_WORKER.format(**patch), *stage)
+    process = _start(root, KILLED_WORKER.format(**{"setup": "", **patch}), *stage)
     assert process.wait(timeout=60) == 1  # not a stage waiting forever for the dead worker's result
     line = _assert_one_clear_line((root / "killed.stderr").read_text(), "error: ")
     assert task in line  # with the task the other worker was running when the pool broke

@@ -1,14 +1,22 @@
 """Multistream dumps: read by byte ranges on the workers, the same documents as reading the same XML
-in one stream, whatever the number of workers or the start method; a truncated stream or a stale
-index is one line naming the file and the byte offset, and nothing is published."""
+in one stream, whatever the number of workers or the start method; each range's task writes its
+own part and returns only counts, and a task run again leaves one whole part; a truncated stream
+or a stale index is one line naming the file and the byte offset, and nothing is published."""
 
 import bz2
+import hashlib
 import multiprocessing
+import os
+import pickle
+import signal
+from collections import Counter
 from pathlib import Path
 
 import pyarrow.parquet as pq
 import pytest
 
+from bert.atomic import HOST, atomic_folder
+from bert.corpus import documents as document_table
 from bert.corpus import wikipedia
 from bert.corpus.mediawiki import index_streams, read_header, stream_ranges
 from bert.corpus.wikipedia import extract_wikipedia
@@ -55,6 +63,10 @@ def documents(folder: Path) -> list[dict]:
     return pq.read_table(folder).to_pylist()
 
 
+def digests(folder: Path) -> dict[str, str]:
+    return {p.name: hashlib.sha256(p.read_bytes()).hexdigest() for p in sorted(folder.iterdir())}
+
+
 @pytest.fixture
 def sample_xml() -> bytes:
     return bz2.decompress(SAMPLE_DUMP.read_bytes())
@@ -75,10 +87,12 @@ def test_parallel_reader_gives_the_sequential_documents(tmp_path, sample_xml, sm
     parallel_stats = extract_wikipedia(dump.parent, tmp_path / "parallel", processes, corpus="wikipedia")
     sequential_stats = extract_wikipedia(single.parent, tmp_path / "sequential", 1, corpus="wikipedia")
     assert documents(tmp_path / "parallel") == documents(tmp_path / "sequential")
-    assert (tmp_path / "parallel/part-00000.parquet").read_bytes() == (
-        tmp_path / "sequential/part-00000.parquet"
-    ).read_bytes()
     assert len(documents(tmp_path / "parallel")) == 295
+    # a part per range; the single stream's ~100 kB of wikitext is one task
+    assert sorted(p.name for p in (tmp_path / "parallel").iterdir()) == [
+        f"part-000-{number:06d}-00000.parquet" for number in range(4)
+    ]
+    assert [p.name for p in (tmp_path / "sequential").iterdir()] == ["part-000-000000-00000.parquet"]
     for stats in (parallel_stats, sequential_stats):
         stats.seconds = stats.input_bytes = 0
     assert parallel_stats == sequential_stats  # pages, skipped by reason, bytes of XML
@@ -94,31 +108,100 @@ def test_templates_reach_the_articles_of_other_ranges(tmp_path, monkeypatch):
     assert quill["text"].split("\n")[0] == "Zoë Quill was a map maker from Ærøskøbing. She drew coastal maps."
 
 
-def test_tasks_need_nothing_from_fork(tmp_path, sample_xml):
-    """Both passes' tasks run in a spawn pool (fresh interpreters that inherit nothing): the same
-    articles as the stage's own run."""
+def test_part_names_and_bytes_follow_the_input_alone(tmp_path, sample_xml, small_ranges):
+    dump, _ = write_multistream(tmp_path / "raw", sample_xml)
+    write_dump(tmp_path / "raw/zz-single.xml")  # a second dump, in one stream: its parts come after
+    extract_wikipedia(tmp_path / "raw", tmp_path / "one", compute=1, corpus="wikipedia")
+    extract_wikipedia(tmp_path / "raw", tmp_path / "many", compute=2, corpus="wikipedia")
+    assert digests(tmp_path / "many") == digests(tmp_path / "one")
+    assert list(digests(tmp_path / "one")) == [
+        *(f"part-000-{number:06d}-00000.parquet" for number in range(4)),
+        "part-001-000000-00000.parquet",
+    ]
+    assert documents(tmp_path / "one")[-1]["title"] == "Harbour"  # the small dump's last article
+
+
+def range_tasks(tmp_path: Path, sample_xml: bytes) -> tuple[list[tuple], Path, dict]:
+    """The first pass done (in a spawn pool): the sample's ranges as tasks of either pass, the
+    templates file and the namespaces."""
     dump, index = write_multistream(tmp_path / "raw", sample_xml)
-    extract_wikipedia(tmp_path / "raw", tmp_path / "docs", compute=1, corpus="wikipedia")
     header = read_header(dump, next(index_streams(dump, index))[0])
     tasks = [
         (str(dump), header.namespaces, streams, end)
         for streams, end in stream_ranges(dump, index, RANGE_BYTES)
     ]
-    spawn = multiprocessing.get_context("spawn")
-    with spawn.Pool(2) as pool:
+    with multiprocessing.get_context("spawn").Pool(2) as pool:
         templates = pool.starmap(wikipedia._range_templates, tasks)
     assert sum(pages for pages, _, _ in templates) == 354
     templates_file = tmp_path / "templates.bin"
     wikipedia._write_templates_file(templates_file, (item for _, _, found in templates for item in found))
-    with spawn.Pool(2, wikipedia._load_templates_file, (str(templates_file), header.namespaces)) as pool:
+    return tasks, templates_file, header.namespaces
+
+
+def test_tasks_need_nothing_from_fork_and_return_no_text(tmp_path, sample_xml):
+    """Both passes' tasks run in a spawn pool (fresh interpreters that inherit nothing): the same
+    articles as the stage's own run, in the tasks' own parts; back come only counts."""
+    dump, _ = write_multistream(tmp_path / "stage", sample_xml)
+    stats = extract_wikipedia(dump.parent, tmp_path / "docs", 1, "wikipedia")
+    tasks, templates_file, namespaces = range_tasks(tmp_path, sample_xml)
+    parts = tmp_path / "parts"
+    parts.mkdir()
+    tasks = [(*task, str(parts), f"part-000-{number:06d}", "wikipedia") for number, task in enumerate(tasks)]
+    spawn = multiprocessing.get_context("spawn")
+    with spawn.Pool(2, wikipedia._load_templates_file, (str(templates_file), namespaces)) as pool:
         results = pool.starmap(wikipedia._range_articles, tasks)
-    articles = [
-        (f"wikipedia:{page_id}", title, text)
-        for found, _ in results
-        for page_id, title, text in found
-        if text
+    assert documents(parts) == documents(tmp_path / "docs")
+    assert [found for found, _, _ in results] == [
+        pq.ParquetFile(path).metadata.num_rows for path in sorted(parts.iterdir())
     ]
-    assert articles == [(d["doc_id"], d["title"], d["text"]) for d in documents(tmp_path / "docs")]
+    assert sum(found for found, _, _ in results) == 295
+    assert all(over_budget == [] for _, _, over_budget in results)
+    assert sum((skipped for _, skipped, _ in results), Counter()) == stats.skipped
+    text = "".join(d["text"] for d in documents(parts))
+    assert len(pickle.dumps(results)) < 1000 < len(text) // 100  # counts back, not the articles
+
+
+def die_while_writing(task: tuple) -> None:
+    """A range's task SIGKILLed (as the OOM killer kills) while its part is half written."""
+    document_table.ROW_GROUP_ROWS = 1  # a row group per document: the temporary is on disk at once
+    real, calls = wikipedia._extract_article, []
+
+    def extract(*article):
+        calls.append(article)
+        if len(calls) == 3:
+            os.kill(os.getpid(), signal.SIGKILL)
+        return real(*article)
+
+    wikipedia._extract_article = extract
+    wikipedia._range_articles(*task)
+
+
+def test_a_task_run_again_leaves_one_whole_part_and_no_temporary(tmp_path, sample_xml):
+    """As Dask runs the task of a worker that died again on another: the dead one's temporary is
+    never a part, the two runs write the same part, and the published table holds only that."""
+    tasks, templates_file, namespaces = range_tasks(tmp_path, sample_xml)
+    wikipedia._load_templates_file(str(templates_file), namespaces)  # this process runs the task
+    try:
+        with atomic_folder(tmp_path / "docs") as building:
+            task = (*tasks[1], str(building), "part-000-000001", "wikipedia")
+            killed = multiprocessing.get_context("fork").Process(target=die_while_writing, args=(task,))
+            killed.start()
+            killed.join()
+            assert killed.exitcode == -signal.SIGKILL
+            (temporary,) = building.iterdir()
+            assert temporary.name.startswith(f".part-000-000001-00000.parquet.tmp-{killed.pid}@{HOST}-")
+            first = wikipedia._range_articles(*task)
+            written = (building / "part-000-000001-00000.parquet").read_bytes()
+            assert wikipedia._range_articles(*task) == first  # and once more
+            assert (building / "part-000-000001-00000.parquet").read_bytes() == written
+            assert sorted(p.name for p in building.iterdir()) == [
+                temporary.name,
+                "part-000-000001-00000.parquet",
+            ]
+    finally:
+        wikipedia._worker_state.clear()
+    assert [p.name for p in (tmp_path / "docs").iterdir()] == ["part-000-000001-00000.parquet"]
+    assert len(documents(tmp_path / "docs")) == first[0] > 0
 
 
 # ---- bad multistream dumps: one line naming the file and the byte offset, nothing published ----

@@ -65,6 +65,27 @@ def test_a_killed_worker_is_a_user_error_naming_the_task_not_a_hang(tmp_path):
     assert not (tmp_path / "out").exists() and list(tmp_path.iterdir()) == []  # nothing published
 
 
+def die_on_one_slowly(value: int) -> int:
+    if value == 1:
+        time.sleep(0.3)
+        os.kill(os.getpid(), signal.SIGKILL)
+    return value
+
+
+def test_a_worker_that_dies_while_the_next_task_is_read_is_a_user_error_too():
+    """The pool breaks between a task's result and the submission of the next (reading it takes a
+    second): that submission fails, and says so as a result would."""
+
+    def tasks():
+        for value in range(20):
+            if value == 8:  # read after task 0's result, while task 1 kills its worker
+                time.sleep(1)
+            yield (value,)
+
+    with pytest.raises(UserError, match="^input 1.*: a worker process died"), Workers(2) as workers:
+        list(workers.map(die_on_one_slowly, tasks(), describe=lambda task: f"input {task[0]}"))
+
+
 def test_an_error_in_a_task_reaches_the_caller_and_stops_the_workers():
     with pytest.raises(UserError, match="input 2: bad"), Workers(2) as workers:
         list(workers.map(fail_on_two, [(value,) for value in range(6)], describe=str))

@@ -7,7 +7,7 @@ from pathlib import Path
 import pyarrow.parquet as pq
 import pytest
 
-from bert.corpus import mediawiki
+from bert.corpus import mediawiki, wikipedia
 from bert.corpus.mediawiki import DumpReader
 from bert.corpus.wikipedia import extract_wikipedia, skip_reason
 from bert.errors import UserError
@@ -96,7 +96,10 @@ def test_extracts_article_prose_only(tmp_path, siteinfo, name):
     assert stats.pages == 7 and stats.documents == 2
 
 
-def test_same_output_with_one_or_two_processes(tmp_path):
+def test_same_output_with_one_or_two_processes(tmp_path, monkeypatch):
+    """Tasks of ~100 characters of wikitext, each writing its own part: the same parts, named by
+    their dump and task, whatever the number of workers."""
+    monkeypatch.setattr(wikipedia, "TASK_CHARACTERS", 100)
     write_dump(tmp_path / "raw" / "a.xml", pages=PAGES * 1)
     write_dump(
         tmp_path / "raw" / "b.xml.bz2",
@@ -104,7 +107,14 @@ def test_same_output_with_one_or_two_processes(tmp_path):
     )
     extract_wikipedia(tmp_path / "raw", tmp_path / "one", compute=1, corpus="wikipedia")
     extract_wikipedia(tmp_path / "raw", tmp_path / "two", compute=2, corpus="wikipedia")
-    assert read_documents(tmp_path / "one") == read_documents(tmp_path / "two")
+    one = {p.name: p.read_bytes() for p in sorted((tmp_path / "one").iterdir())}
+    assert one == {p.name: p.read_bytes() for p in sorted((tmp_path / "two").iterdir())}
+    # a.xml: Zoë Quill's page alone, then Mercury (no document) and Harbour; b: tasks of 5 pages of 20-21 characters
+    assert list(one) == [
+        "part-000-000000-00000.parquet",
+        "part-000-000001-00000.parquet",
+        *(f"part-001-{task:06d}-00000.parquet" for task in range(8)),
+    ]
     assert len(read_documents(tmp_path / "two")) == 42
 
 

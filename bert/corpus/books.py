@@ -12,6 +12,11 @@ One document per .txt file (a book) or per book of a Parquet file. Paragraphs ar
   there is one (BOOK_ID_COLUMNS); otherwise a book ends at a blank row or after
   LINES_PER_DOCUMENT rows, whichever comes first — the published corpus has lost its book
   boundaries, and fixed-size documents keep next-sentence pairs within one stretch of one story.
+
+The files are formatted in parallel (bert.parallel), in tasks of consecutive .txt files of about
+PART_BYTES or of one Parquet file; each task writes its own parts of the table, named by the task's
+place in the file list (`part-<task>-<n>.parquet`), so the table is in file order and the same
+bytes whatever the number of workers.
 """
 
 import logging
@@ -21,11 +26,12 @@ from pathlib import Path
 
 import pyarrow as pa
 import pyarrow.parquet as pq
-from tqdm import tqdm
 
 from bert.atomic import atomic_folder
-from bert.corpus.documents import DocumentWriter
+from bert.compute import Compute
+from bert.corpus.documents import PART_BYTES, DocumentWriter
 from bert.errors import UserError
+from bert.parallel import run_tasks
 
 log = logging.getLogger(__name__)
 
@@ -155,29 +161,58 @@ def find_book_files(folder: str | Path) -> list[Path]:
     return books
 
 
-def format_books(input_path: str | Path, out_dir: str | Path, corpus: str) -> dict:
+def book_tasks(files: list[Path]) -> list[list[Path]]:
+    """The files in order, cut into tasks: runs of .txt files of about PART_BYTES (one part each),
+    and each Parquet file alone (its books follow from its rows in order)."""
+    tasks: list[list[Path]] = []
+    size = 0
+    for path in files:
+        if path.suffix == ".parquet" or not tasks or tasks[-1][0].suffix == ".parquet" or size >= PART_BYTES:
+            tasks.append([])
+            size = 0
+        tasks[-1].append(path)
+        size += path.stat().st_size
+    return tasks
+
+
+def _format_task(paths: list[str], root: str, folder: str, name: str, corpus: str) -> tuple[int, int]:
+    """The books of `paths` (ids relative to `root`) into the parts `name-*` of the table `folder`:
+    (documents written, empty books skipped)."""
+    skipped_empty = 0
+    with DocumentWriter(Path(folder), name=name) as writer:
+        for path in map(Path, paths):
+            file_name = path.relative_to(root).with_suffix("").as_posix()
+            books = [("", path.stem, read_txt_book(path))] if path.suffix == ".txt" else parquet_books(path)
+            for key, title, text in books:
+                if not text.strip():
+                    skipped_empty += 1
+                    continue
+                writer.add(corpus, f"{corpus}:{file_name}" + (f":{key}" if key else ""), title, text)
+    return writer.documents, skipped_empty
+
+
+def format_books(
+    input_path: str | Path, out_dir: str | Path, corpus: str, compute: Compute | int = 1
+) -> dict:
     """Write every book under `input_path` as one document of the table `out_dir` (atomically),
     with ids `<corpus>:<file>[:<book>]`."""
     input_path = Path(input_path)
     files = find_book_files(input_path)
     root = input_path if input_path.is_dir() else input_path.parent
-    skipped_empty = 0
     with atomic_folder(out_dir) as tmp_dir:
-        writer = DocumentWriter(tmp_dir)
-        for path in tqdm(files, desc="books", unit=" files", leave=False):
-            name = path.relative_to(root).with_suffix("").as_posix()
-            if path.suffix == ".txt":
-                books = [("", path.stem, read_txt_book(path))]
-            else:
-                books = parquet_books(path)
-            for key, title, text in books:
-                if not text.strip():
-                    skipped_empty += 1
-                    continue
-                doc_id = f"{corpus}:{name}" + (f":{key}" if key else "")
-                writer.add(corpus, doc_id, title, text)
-        writer.close()
-        if writer.documents == 0:
+        tasks = [
+            ([str(path) for path in paths], str(root), str(tmp_dir), f"part-{number:05d}", corpus)
+            for number, paths in enumerate(book_tasks(files))
+        ]
+        results = run_tasks(_format_task, tasks, compute, "books", describe=_describe_task)
+        documents = sum(found for found, _ in results)
+        skipped_empty = sum(empty for _, empty in results)
+        if documents == 0:
             raise UserError(f"{input_path}: the books contain no text; nothing to format")
-    log.info("%d books from %d files (%d empty skipped)", writer.documents, len(files), skipped_empty)
-    return {"files": len(files), "documents": writer.documents, "skipped_empty": skipped_empty}
+    log.info("%d books from %d files (%d empty skipped)", documents, len(files), skipped_empty)
+    return {"files": len(files), "documents": documents, "skipped_empty": skipped_empty}
+
+
+def _describe_task(task: tuple) -> str:
+    paths = task[0]
+    return paths[0] if len(paths) == 1 else f"{paths[0]} to {paths[-1]}"

@@ -1,42 +1,68 @@
 """The document table every corpus is turned into.
 
-A document table is a folder of Parquet part files (`part-00000.parquet`, ...) with the columns
-`corpus, doc_id, title, text`, where `text` holds the paragraphs of one document separated by
-"\n". `extract_wikipedia` and `format_books` write it; `shard` reads it.
+A document table is a folder of Parquet part files with the columns `corpus, doc_id, title, text`,
+where `text` holds the paragraphs of one document separated by "\n"; the table's order is the
+files' name order (document_files), then row order. `extract_wikipedia` and `format_books` write
+it from their tasks, each task its own parts named by its place in the input
+(`part-<dump>-<range>-<n>.parquet`, `part-<task>-<n>.parquet`); `shard` reads it.
 """
 
+import contextlib
+import os
 from pathlib import Path
 
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from bert.atomic import temporary_file
 from bert.errors import UserError
 
 DOCUMENT_SCHEMA = pa.schema(
     [("corpus", pa.string()), ("doc_id", pa.string()), ("title", pa.string()), ("text", pa.string())]
 )
 PART_BYTES = 128 * 2**20  # text per part file; keeps files a convenient size for real corpora
+# A row group ends at whichever comes first: a reader holds one at a time, and a row group of
+# books (~0.5 MB each) would otherwise hold hundreds of MB.
 ROW_GROUP_ROWS = 1024
+ROW_GROUP_BYTES = 8 * 2**20  # characters of text
 
 
 class DocumentWriter:
-    """Appends documents to part files in a folder, starting a new part every PART_BYTES of text."""
+    """Appends documents to part files `<name>-00000.parquet`, `<name>-00001.parquet`, ... in a
+    folder, starting a new part every `part_bytes` of text. Each part is written under a temporary
+    name (bert.atomic) and renamed into place when complete, so a task that dies and runs again
+    leaves one whole part, never a partial one. No documents: no file. As a context manager it
+    closes on success and removes the part being written on an error."""
 
-    def __init__(self, folder: Path, part_bytes: int = PART_BYTES):
+    def __init__(self, folder: Path, part_bytes: int = PART_BYTES, name: str = "part"):
         self.folder = Path(folder)
         self.part_bytes = part_bytes
+        self.name = name
         self.parts = 0
         self.documents = 0
         self._writer: pq.ParquetWriter | None = None
-        self._part_size = 0
+        self._path = self._temporary = None
+        self._part_size = self._row_group_size = 0
         self._rows: dict[str, list[str]] = {name: [] for name in DOCUMENT_SCHEMA.names}
+
+    def __enter__(self) -> "DocumentWriter":
+        return self
+
+    def __exit__(self, kind, error, traceback) -> None:
+        if kind is None:
+            self.close()
+        elif self._writer is not None:
+            with contextlib.suppress(Exception):  # the error that got here is the one to report
+                self._writer.close()
+            self._temporary.unlink(missing_ok=True)
 
     def add(self, corpus: str, doc_id: str, title: str, text: str) -> None:
         for name, value in zip(DOCUMENT_SCHEMA.names, (corpus, doc_id, title, text)):
             self._rows[name].append(value)
         self.documents += 1
         self._part_size += len(text)
-        if len(self._rows["text"]) >= ROW_GROUP_ROWS:
+        self._row_group_size += len(text)
+        if len(self._rows["text"]) >= ROW_GROUP_ROWS or self._row_group_size >= ROW_GROUP_BYTES:
             self._flush()
         if self._part_size >= self.part_bytes:
             self._close_part()
@@ -45,11 +71,13 @@ class DocumentWriter:
         self._close_part()
 
     def _flush(self) -> None:
+        self._row_group_size = 0
         if not self._rows["text"]:
             return
         if self._writer is None:
-            path = self.folder / f"part-{self.parts:05d}.parquet"
-            self._writer = pq.ParquetWriter(path, DOCUMENT_SCHEMA, compression="zstd")
+            self._path = self.folder / f"{self.name}-{self.parts:05d}.parquet"
+            self._temporary = temporary_file(self._path)
+            self._writer = pq.ParquetWriter(self._temporary, DOCUMENT_SCHEMA, compression="zstd")
             self.parts += 1
         self._writer.write_table(pa.table(self._rows, schema=DOCUMENT_SCHEMA))
         self._rows = {name: [] for name in DOCUMENT_SCHEMA.names}
@@ -59,6 +87,7 @@ class DocumentWriter:
         if self._writer is not None:
             self._writer.close()
             self._writer = None
+            os.replace(self._temporary, self._path)
         self._part_size = 0
 
 

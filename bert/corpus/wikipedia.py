@@ -16,11 +16,14 @@ A multistream dump with its index is read in parallel end to end: each task of e
 byte range of whole bz2 streams that a worker decompresses and parses itself; the tasks of the
 template pass return the Template: pages of their range, which the main process merges in page
 order into a file that the workers of the second pass load (by its path, in their initializer).
-The main process only lists the tasks and writes the documents. A dump in one stream (.xml, or
-.xml.bz2 without an index) cannot be cut: the main process reads it, the workers clean articles.
-Tasks take plain values (paths, offsets, page ids) and nothing comes from the parent by fork, so
-they run the same under any start method or task engine; results come back in task order, so the
-output is the same bytes whatever the number of workers.
+A dump in one stream (.xml, or .xml.bz2 without an index) cannot be cut: the main process reads it
+and sends the articles' wikitext to the workers in tasks of about TASK_CHARACTERS. Either way each
+task of the second pass writes its documents to its own part file of the table, named by the
+task's place in the input (`part-<dump>-<task>-00000.parquet`), and returns only counts: the main
+process lists the tasks and adds up what they found. Tasks take plain values (paths, offsets, page
+ids) and nothing comes from the parent by fork, so they run the same under any start method or
+task engine; what a task writes follows from its input alone, so the output is the same bytes
+whatever the number of workers.
 """
 
 import logging
@@ -33,7 +36,6 @@ import time
 from collections import Counter
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
-from itertools import islice
 from pathlib import Path
 from xml.sax.saxutils import escape
 
@@ -67,7 +69,10 @@ DUMP_SUFFIXES = (".xml", ".xml.bz2")
 # Compressed bytes of a multistream dump per task: ~10 MB of XML, a few seconds of work, so memory
 # stays bounded and enwiki makes thousands of tasks; the tasks follow from the file alone.
 TASK_BYTES = 2 * 2**20
-ARTICLES_PER_TASK = 8  # pages per task when the main process reads a single-stream dump itself
+# Characters of wikitext per task when the main process reads a single-stream dump itself: about a
+# multistream range's, so tasks, and parts, are alike on both paths. The main process holds the
+# tasks queued ahead of the workers (bert.parallel.TASKS_AHEAD_PER_WORKER): ~32 MB per worker.
+TASK_CHARACTERS = 8 * 2**20
 
 # {{Disambiguation}}, {{Disambig|geo}}, {{Dab}}, {{Hndis}}, {{Human name disambiguation}}, ...
 # but not the inline cleanup tag {{Disambiguation needed}} nor a hatnote such as
@@ -232,21 +237,48 @@ def _range_templates(dump: str, namespaces: dict[int, str], streams: list, end: 
     return pages, reader.xml_bytes, definitions
 
 
-def _range_articles(dump: str, namespaces: dict[int, str], streams: list, end: int) -> tuple[list, Counter]:
-    """Second pass, one byte range of a multistream dump: (articles as _extract_article gives them,
-    skipped pages by reason)."""
-    articles, skipped = [], Counter()
-    for page in StreamRangeReader(dump, namespaces, streams, end).pages():
-        if reason := skip_reason(page):
-            skipped[reason] += 1
-        else:
-            articles.append(_extract_article(page.page_id, page.revision_id, page.title, page.text))
-    return articles, skipped
+def _range_articles(
+    dump: str, namespaces: dict[int, str], streams: list, end: int, folder: str, name: str, corpus: str
+) -> tuple[int, Counter, list[tuple[str, str]]]:
+    """Second pass, one byte range of a multistream dump, into the part `name` of `folder`: as
+    _write_articles."""
+    skipped = Counter()
+
+    def articles() -> Iterator[tuple[str, str, str, str]]:
+        for page in StreamRangeReader(dump, namespaces, streams, end).pages():
+            if reason := skip_reason(page):
+                skipped[reason] += 1
+            else:
+                yield page.page_id, page.revision_id, page.title, page.text
+
+    return _write_articles(articles(), folder, name, corpus, skipped)
 
 
-def _extract_articles(jobs: list[tuple[str, str, str, str]]) -> list[tuple[str, str, str | None]]:
-    """Second pass of a single-stream dump: the articles the main process read."""
-    return [_extract_article(*job) for job in jobs]
+def _extract_articles(
+    articles: list[tuple[str, str, str, str]], folder: str, name: str, corpus: str
+) -> tuple[int, Counter, list[tuple[str, str]]]:
+    """Second pass of a single-stream dump: the articles the main process read, as _write_articles."""
+    return _write_articles(articles, folder, name, corpus, Counter())
+
+
+def _write_articles(
+    articles: Iterable[tuple[str, str, str, str]], folder: str, name: str, corpus: str, skipped: Counter
+) -> tuple[int, Counter, list[tuple[str, str]]]:
+    """Clean (page id, revision id, title, wikitext) articles into the part `name` of the document
+    table `folder` (no documents: no file). Returns (documents written, `skipped` by reason, the
+    (page id, title) of the pages skipped for their templates' budget): no text goes back."""
+    over_budget = []
+    with DocumentWriter(Path(folder), name=name) as writer:
+        for article in articles:
+            page_id, title, text = _extract_article(*article)
+            if text is None:
+                skipped["template_budget"] += 1
+                over_budget.append((page_id, title))
+            elif text:
+                writer.add(corpus, f"{corpus}:{page_id}", title, text)
+            else:
+                skipped["empty"] += 1
+    return writer.documents, skipped, over_budget
 
 
 def _extract_article(
@@ -283,7 +315,7 @@ def _range_tasks(dump: Path, index: Path, namespaces: dict[int, str]) -> Iterato
 
 
 def _describe_range(task: tuple) -> str:
-    dump, _, streams, _ = task
+    dump, _, streams = task[:3]
     offset, page_ids = streams[0]
     return f"pages from id {page_ids[0]} (byte offset {offset}) of {dump}"
 
@@ -320,13 +352,18 @@ def _multistream_articles(
     namespaces: dict[int, str],
     compute: Compute | int,
     templates_file: Path,
-    skipped: Counter,
-) -> Iterator[tuple[str, str, str | None]]:
-    tasks = _range_tasks(dump, index, namespaces)
+    folder: Path,
+    part: str,
+    corpus: str,
+) -> Iterator[tuple[int, Counter, list]]:
+    """Second pass over a multistream dump: each range's task writes the part `<part>-<range>` of
+    the table `folder`; their results (_write_articles), in range order."""
+    tasks = (
+        (*task, str(folder), f"{part}-{number:06d}", corpus)
+        for number, task in enumerate(_range_tasks(dump, index, namespaces))
+    )
     with Workers(compute, _load_templates_file, (str(templates_file), namespaces)) as workers:
-        for articles, range_skipped in workers.map(_range_articles, tasks, _describe_range):
-            skipped.update(range_skipped)
-            yield from articles
+        yield from workers.map(_range_articles, tasks, _describe_range)
 
 
 def _single_stream_templates(
@@ -348,39 +385,59 @@ def _single_stream_templates(
 
 
 def _single_stream_articles(
-    dump: Path, namespaces: dict[int, str], compute: Compute | int, templates_file: Path, skipped: Counter
-) -> Iterator[tuple[str, str, str | None]]:
-    def jobs() -> Iterator[tuple[str, str, str, str]]:
+    dump: Path,
+    namespaces: dict[int, str],
+    compute: Compute | int,
+    templates_file: Path,
+    folder: Path,
+    part: str,
+    corpus: str,
+    skipped: Counter,
+) -> Iterator[tuple[int, Counter, list]]:
+    """Second pass over a single-stream dump: this process reads it (pages not articles are counted
+    into `skipped` here) and each task of TASK_CHARACTERS of articles writes the part
+    `<part>-<task>` of the table `folder`; their results (_write_articles), in task order."""
+
+    def articles() -> Iterator[tuple[str, str, str, str]]:
         for page in DumpReader(dump, decompression_threads=Compute.of(compute).workers).pages():
             if reason := skip_reason(page):
                 skipped[reason] += 1
             else:
                 yield page.page_id, page.revision_id, page.title, page.text
 
-    tasks = ((batch,) for batch in _batches(jobs(), ARTICLES_PER_TASK))
+    tasks = (
+        (batch, str(folder), f"{part}-{number:06d}", corpus)
+        for number, batch in enumerate(_batches(articles(), TASK_CHARACTERS))
+    )
     with Workers(compute, _load_templates_file, (str(templates_file), namespaces)) as workers:
-        batches = workers.map(
+        yield from workers.map(
             _extract_articles, tasks, describe=lambda task: f"pages from id {task[0][0][0]} of {dump}"
         )
-        for batch in batches:
-            yield from batch
 
 
-def _batches(items: Iterable, size: int) -> Iterator[list]:
-    items = iter(items)
-    while batch := list(islice(items, size)):
+def _batches(articles: Iterable[tuple[str, str, str, str]], characters: int) -> Iterator[list]:
+    """Consecutive articles, a batch ending once its wikitext reaches `characters`."""
+    batch, size = [], 0
+    for article in articles:
+        batch.append(article)
+        size += len(article[3])
+        if size >= characters:
+            yield batch
+            batch, size = [], 0
+    if batch:
         yield batch
 
 
 def extract_dump(
     path: Path,
-    writer: DocumentWriter,
+    folder: Path,
     compute: Compute | int,
     stats: ExtractStats,
     corpus: str,
     scratch: Path,
 ) -> None:
-    """Extract the articles of one dump into `writer`, in dump order (`scratch`: a folder for the
+    """Extract the articles of one dump into the document table `folder`, as parts named
+    `part-<dump number>-...` so that they follow the earlier dumps' (`scratch`: a folder for the
     templates file)."""
     index = index_of(path)
     templates_file = scratch / f"templates-{stats.files:05d}.bin"
@@ -394,36 +451,37 @@ def extract_dump(
         raise UserError(f"{path}: the dump contains no <page> elements; is it a MediaWiki XML export?")
     if not header.has_siteinfo:
         log.info("%s has no <siteinfo>: using the standard MediaWiki namespaces", path.name)
-    documents_before = stats.documents
+    found = 0
     skipped = Counter()
+    part = f"part-{stats.files:03d}"
     if index:
-        articles = _multistream_articles(path, index, header.namespaces, compute, templates_file, skipped)
+        tasks = _multistream_articles(
+            path, index, header.namespaces, compute, templates_file, folder, part, corpus
+        )
     else:
-        articles = _single_stream_articles(path, header.namespaces, compute, templates_file, skipped)
+        tasks = _single_stream_articles(
+            path, header.namespaces, compute, templates_file, folder, part, corpus, skipped
+        )
     try:
         with tqdm(desc=f"extract {path.name}", unit=" articles", leave=False) as progress:
-            for page_id, title, text in articles:
-                progress.update()
-                if text is None:
-                    skipped["template_budget"] += 1
+            for documents, task_skipped, over_budget in tasks:
+                progress.update(documents)
+                found += documents
+                skipped.update(task_skipped)
+                for page_id, title in over_budget:
                     log.warning(
                         "%s: page %s (%r) skipped: its templates expand past %d expansions or %d characters",
                         path.name, page_id, title, TEMPLATE_EXPANSIONS_PER_PAGE, EXPANDED_CHARACTERS_PER_PAGE,
                     )  # fmt: skip
-                elif text:
-                    writer.add(corpus, f"{corpus}:{page_id}", title, text)
-                    stats.documents += 1
-                else:
-                    skipped["empty"] += 1
     finally:
         _worker_state.clear()  # when this process was the one worker
 
     stats.files += 1
     stats.pages += total_pages
+    stats.documents += found
     stats.xml_bytes += header.xml_bytes
     stats.input_bytes += path.stat().st_size
     stats.skipped.update(skipped)
-    found = stats.documents - documents_before
     if found == 0:
         summary = ", ".join(f"{count} {reason}" for reason, count in sorted(skipped.items())) or "nothing"
         raise UserError(
@@ -451,9 +509,7 @@ def extract_wikipedia(
             prefix=f".{out_dir.name}.tmp-{os.getpid()}-", dir=out_dir.parent
         ) as scratch,
     ):
-        writer = DocumentWriter(tmp_dir)
         for dump in dumps:
-            extract_dump(dump, writer, compute, stats, corpus, Path(scratch))
-        writer.close()
+            extract_dump(dump, tmp_dir, compute, stats, corpus, Path(scratch))
     stats.seconds = time.perf_counter() - start
     return stats
