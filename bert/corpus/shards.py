@@ -23,6 +23,7 @@ byte-identical shards on any scheduler.
 import heapq
 import json
 import logging
+import os
 import shutil
 import time
 from collections.abc import Iterator
@@ -33,7 +34,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 from tqdm import tqdm
 
-from bert.atomic import atomic_file, atomic_folder
+from bert.atomic import atomic_folder, temporary_file
 from bert.compute import Compute
 from bert.corpus import sentences as punkt
 from bert.corpus.documents import document_files
@@ -125,8 +126,13 @@ def _segment(
         else:
             doc_ids.append(doc_id)
             documents.append(sentences)
-    with atomic_file(chunk_file) as building:  # a retried task replaces a dead one's file whole
+    # under a temporary name, then renamed: a retried task replaces a dead one's file whole
+    building = temporary_file(Path(chunk_file))
+    try:
         pq.write_table(pa.table({"doc_id": doc_ids, "sentences": documents}, schema=SHARD_SCHEMA), building)
+        os.replace(building, chunk_file)
+    finally:
+        building.unlink(missing_ok=True)
     sizes = np.array([sum(len(s.encode("utf-8")) for s in sentences) for sentences in documents], np.int64)
     return sizes, np.array([len(sentences) for sentences in documents], np.int64), dropped
 
