@@ -27,11 +27,15 @@ demo: $(STAMP)
 	$(BIN)/dvc repro
 	@$(BIN)/python -m stages.summary
 
+# Two workers, each running whole files (a file's module fixtures are built once): the suite is
+# mostly single-threaded processes, so the second core halves the wall time.
+PYTEST := $(BIN)/python -m pytest -q -n 2 --dist loadfile
+
 test: $(STAMP) lint
-	$(BIN)/python -m pytest -q
+	$(PYTEST)
 
 test-fast: $(STAMP) lint
-	$(BIN)/python -m pytest -q -m "not slow"
+	$(PYTEST) -m "not slow"
 
 lint: $(STAMP)
 	$(BIN)/ruff check bert stages tests bench sample_world scripts

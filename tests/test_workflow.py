@@ -73,8 +73,11 @@ def clone(tmp_path_factory) -> Path:
     run(["git", "config", "user.name", "CI"], cwd=path)
     # The committed dvc.lock describes the demo run; forcing shows the whole DAG runs from nothing.
     # Shorter training than the demo's (what is tested here is DVC's handling of the DAG, not the
-    # model): 300 phase-1 steps, one SQuAD epoch (the seed study below runs it three more times).
-    set_params(path, {"pretrain.phase1.max_steps": 300, "finetune.epochs": 1})
+    # model): 300 phase-1 steps, one SQuAD epoch, and one task of each kind (multiple choice,
+    # classes over two dev splits, a score) instead of all nine.
+    set_params(
+        path, {"pretrain.phase1.max_steps": 300, "finetune.epochs": 1, "tasks.run": ["swag", "mnli", "stsb"]}
+    )
     result = dvc("repro", "--force", cwd=path)
     assert set(stages_run(result.stdout)) >= {
         *DATA_STAGES,
@@ -151,7 +154,8 @@ def test_experiment_then_metrics_diff(clone):
 
 def test_queued_sweep_and_seed_study(clone):
     dvc("exp", "remove", "--all-commits", cwd=clone)  # the study covers these three experiments only
-    dvc("exp", "run", "--queue", "-S", "finetune.seed=1,2,3", cwd=clone)
+    # a quarter epoch each: what is tested is the queue and the summary, not the spread
+    dvc("exp", "run", "--queue", "-S", "finetune.seed=1,2,3", "-S", "finetune.epochs=0.25", cwd=clone)
     dvc("queue", "start", "--jobs", "1", cwd=clone)
     _wait_for_queue(clone)
     summary = run([sys.executable, "-m", "stages.stability"], cwd=clone)
