@@ -104,14 +104,14 @@ def test_tasks_write_their_parts_in_file_order_whatever_the_workers(tmp_path, mo
 
 
 def test_row_groups_are_bounded_by_bytes_of_text(tmp_path):
-    """Books of 3 MB: a row group holds ROW_GROUP_BYTES of text (3 books), not ROW_GROUP_ROWS."""
+    """Books of 0.8 MB: a row group holds ROW_GROUP_BYTES of text (3 books), not ROW_GROUP_ROWS."""
     writer = DocumentWriter(tmp_path)
     for number in range(7):
-        writer.add("bookcorpus", f"bookcorpus:{number}", f"Book {number}", f"{number} " * 1_500_000)
+        writer.add("bookcorpus", f"bookcorpus:{number}", f"Book {number}", f"{number} " * 400_000)
     writer.close()
     metadata = pq.ParquetFile(tmp_path / "part-00000.parquet").metadata
     assert [metadata.row_group(i).num_rows for i in range(metadata.num_row_groups)] == [3, 3, 1]
-    assert ROW_GROUP_BYTES < 3 * 3_000_000 and ROW_GROUP_ROWS > 3
+    assert 2 * 800_000 < ROW_GROUP_BYTES < 3 * 800_000 and ROW_GROUP_ROWS > 3
 
 
 def expect_error(tmp_path, raw: Path, *fragments: str) -> None:

@@ -24,7 +24,7 @@ PART_BYTES = 128 * 2**20  # text per part file; keeps files a convenient size fo
 # A row group ends at whichever comes first: a reader holds one at a time, and a row group of
 # books (~0.5 MB each) would otherwise hold hundreds of MB.
 ROW_GROUP_ROWS = 1024
-ROW_GROUP_BYTES = 8 * 2**20  # characters of text
+ROW_GROUP_BYTES = 2 * 2**20  # characters of text
 
 
 class DocumentWriter:
