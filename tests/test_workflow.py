@@ -128,7 +128,8 @@ def test_data_stages_are_byte_identical_when_forced(clone):
 
 
 def test_experiment_then_metrics_diff(clone):
-    dvc("exp", "run", "--name", "lr-6e-5", "--set-param", "finetune.learning_rate=6e-5", cwd=clone)
+    # a quarter epoch: what is tested is DVC's bookkeeping of the experiment, not its F1
+    dvc("exp", "run", "--name", "lr-6e-5", "-S", "finetune.learning_rate=6e-5", "-S", "finetune.epochs=0.25", cwd=clone)  # fmt: skip
     shown = json.loads(dvc("exp", "show", "--json", cwd=clone).stdout)
     names = [
         rev.get("name")
@@ -153,15 +154,15 @@ def test_experiment_then_metrics_diff(clone):
 
 
 def test_queued_sweep_and_seed_study(clone):
-    dvc("exp", "remove", "--all-commits", cwd=clone)  # the study covers these three experiments only
-    # a quarter epoch each: what is tested is the queue and the summary, not the spread
-    dvc("exp", "run", "--queue", "-S", "finetune.seed=1,2,3", "-S", "finetune.epochs=0.25", cwd=clone)
+    dvc("exp", "remove", "--all-commits", cwd=clone)  # the study covers these two experiments only
+    # two seeds, a quarter epoch each: what is tested is the queue and the summary, not the spread
+    dvc("exp", "run", "--queue", "-S", "finetune.seed=1,2", "-S", "finetune.epochs=0.25", cwd=clone)
     dvc("queue", "start", "--jobs", "1", cwd=clone)
     _wait_for_queue(clone)
     summary = run([sys.executable, "-m", "stages.stability"], cwd=clone)
     lines = summary.stdout.splitlines()
-    assert len([line for line in lines if re.match(r"^\S+\s+[123]\s", line)]) == 3, summary.stdout
-    assert any(line.startswith("mean") and "n=3" in line for line in lines)
+    assert len([line for line in lines if re.match(r"^\S+\s+[12]\s", line)]) == 2, summary.stdout
+    assert any(line.startswith("mean") and "n=2" in line for line in lines)
     assert any(line.startswith("std") for line in lines)
 
 
