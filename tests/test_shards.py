@@ -218,12 +218,6 @@ def test_workers_read_and_write_the_text_and_row_groups_close_by_bytes(tmp_path,
             groups += 1
     assert groups > 10
 
-    # Taking the chunks into the shards one at a time or all at once writes the same bytes.
-    monkeypatch.setattr(shards_module, "WRITE_BATCH_BYTES", 1)
-    shard_corpus(documents, tmp_path / "chunk_by_chunk", compute=1, **options)
-    for path in sorted((tmp_path / "out").glob("*.parquet")):
-        assert path.read_bytes() == (tmp_path / "chunk_by_chunk" / path.name).read_bytes(), path.name
-
 
 def _trained(tmp_path: Path) -> str:
     parameters, _ = punkt.train_parameters(synthetic_documents(200))

@@ -46,7 +46,6 @@ log = logging.getLogger(__name__)
 
 CHUNK_DOCUMENTS = 256
 ROW_GROUP_BYTES = 4 * 2**20
-WRITE_BATCH_BYTES = 64 * 2**20  # sentences the driver takes into the shards at a time
 MANIFEST_FILE = "manifest.json"
 
 
@@ -293,24 +292,19 @@ def shard_corpus(
         names = [f"train_{i:05d}.parquet" for i in range(num_train_shards)]
         names += [f"test_{i:05d}.parquet" for i in range(num_test_shards)]
         writers = _ShardWriters([tmp_dir / name for name in names])
-        # Chunks are taken into the shards a batch of WRITE_BATCH_BYTES at a time, so that the
-        # per-shard calls are per batch and not per chunk (a chunk spreads over every shard).
-        first = batch_first = 0
-        batch: list[pa.Table] = []
+        first = 0
         for task, rows in zip(tqdm(tasks, desc="write shards", unit=" chunks", leave=False), chunk_rows):
-            if rows:
-                batch.append(pq.read_table(task[3]))
-                first += rows
-            if batch and (task is tasks[-1] or size_array[batch_first:first].sum() >= WRITE_BATCH_BYTES):
-                table = pa.concat_tables(batch)
-                span = slice(batch_first, first)
-                order = np.argsort(shard_of[span], kind="stable")  # each shard's rows, in input order
-                shards, starts = np.unique(shard_of[span][order], return_index=True)
-                for shard, taken in zip(shards, np.split(order, starts[1:])):
-                    writers.add(
-                        int(shard), table.take(taken), size_array[span][taken], sentence_array[span][taken]
-                    )
-                batch, batch_first = [], first
+            if rows == 0:
+                continue
+            table = pq.read_table(task[3])
+            chunk = slice(first, first + rows)
+            order = np.argsort(shard_of[chunk], kind="stable")  # each shard's rows, in input order
+            shards, starts = np.unique(shard_of[chunk][order], return_index=True)
+            for shard, taken in zip(shards, np.split(order, starts[1:])):
+                writers.add(
+                    int(shard), table.take(taken), size_array[chunk][taken], sentence_array[chunk][taken]
+                )
+            first += rows
         writers.close()
         shutil.rmtree(chunk_dir)
 
