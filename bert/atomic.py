@@ -96,6 +96,18 @@ def temporary_file(path: Path) -> Path:
     return Path(name)
 
 
+@contextlib.contextmanager
+def task_file(path: Path) -> Iterator[Path]:
+    """temporary_file for a writer in a `with` block: renamed onto `path` when the block ends
+    well, removed when it fails, so a task run again replaces a dead run's file whole."""
+    building = temporary_file(path)
+    try:
+        yield building
+        os.replace(building, path)
+    finally:
+        building.unlink(missing_ok=True)
+
+
 def _remove_temporaries(folder: Path) -> None:
     """Remove the temporaries left in a finished output folder, whatever their process or host: its
     writers are done, so these are of tasks that died and ran again (Dask retries a task elsewhere)."""

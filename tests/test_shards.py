@@ -120,6 +120,15 @@ def test_normalisation_keeps_non_ascii():
     assert splitter.split(decomposed) == ["Café au lait in Ærø.", "Zoë left.", "Ça va ?"]
 
 
+def test_scatter_groups_are_runs_of_chunks_closing_at_group_bytes(monkeypatch):
+    from bert.corpus import shards as shards_module
+
+    monkeypatch.setattr(shards_module, "GROUP_BYTES", 10)
+    assert shards_module.chunk_groups(np.array([4, 0, 6, 11, 3, 3])) == [(0, 3), (3, 4), (4, 6)]
+    assert shards_module.chunk_groups(np.array([0, 0])) == [(0, 2)]
+    assert shards_module.chunk_groups(np.zeros(0, np.int64)) == []
+
+
 def test_split_and_packing_rules():
     sizes = np.array([100, 90, 80, 70, 60, 50, 40, 30, 20, 10], dtype=np.int64)
     assignment = pack_largest_first(np.arange(10), sizes, 3)
@@ -207,6 +216,16 @@ def test_workers_read_and_write_the_text_and_row_groups_close_by_bytes(tmp_path,
     monkeypatch.setattr(shards_module, "ROW_GROUP_BYTES", 3000)
     options = dict(num_train_shards=2, num_test_shards=1, test_fraction=0.1, min_sentences=2, seed=3)
     shard_corpus(documents, tmp_path / "out", compute=1, **options)
+    # The scatter tasks' groups never reach the output: a group per chunk, on 2 workers (which
+    # fork, so they see the patched size), gives the same bytes as one group in this process.
+    monkeypatch.setattr(shards_module, "GROUP_BYTES", 1)
+    shard_corpus(documents, tmp_path / "grouped", compute=2, **options)
+    assert len(tasks) > 4
+    for path in sorted((tmp_path / "out").iterdir()):
+        assert path.read_bytes() == (tmp_path / "grouped" / path.name).read_bytes(), path.name
+    assert sorted(p.name for p in (tmp_path / "grouped").iterdir()) == sorted(
+        p.name for p in (tmp_path / "out").iterdir()
+    )
     groups = 0
     for path in sorted((tmp_path / "out").glob("*.parquet")):
         parquet = pq.ParquetFile(path)

@@ -1,23 +1,27 @@
 """Document table -> sentence-segmented, size-balanced train/test shards.
 
-Streaming in two passes, so memory stays bounded by a chunk of documents plus a few integers per
-document, whatever the corpus size:
+Four passes, so memory stays bounded by a group of documents plus a few integers per document,
+whatever the corpus size, and the driver (the stage's process) handles numbers only:
 
 1. Segment, on the workers. A task is a run of at most CHUNK_DOCUMENTS rows of one row group of
    the document table, fixed by the table's layout (its Parquet metadata, read by the driver)
    and never by the number of workers. The worker reads those rows itself, segments them into
    sentences, drops documents with fewer than `min_sentences` sentences, writes the rest to its
-   own temporary chunk file and returns only their sizes (UTF-8 bytes of the sentences) and
-   sentence counts: no text passes through the driver.
-2. Pack and write, in the driver, on Arrow arrays. From the sizes alone: a seeded permutation of
-   the documents is walked until `test_fraction` of the total size is reached (those become test
-   documents); each group is then bin-packed largest-first into its shards (each document to the
-   currently smallest shard), so shards are balanced by size and no document is split. The chunk
-   files are read once more in order and their rows taken into their shards (a shard keeps input
-   order), row groups closing after ROW_GROUP_BYTES of sentences.
+   own chunk file and returns only their sizes (UTF-8 bytes of the sentences) and sentence counts.
+2. Pack, in the driver, from the sizes alone: a seeded permutation of the documents is walked
+   until `test_fraction` of the total size is reached (those become test documents); each group
+   is then bin-packed largest-first into its shards (each document to the currently smallest
+   shard), so shards are balanced by size and no document is split.
+3. Scatter, on the workers: a task takes a run of chunk files holding about GROUP_BYTES of
+   sentences and rewrites them as one group file sorted by shard (stably, so a shard's documents
+   keep input order), each shard's documents one row group.
+4. Gather, on the workers: a task per shard reads its row group of every group file, in order,
+   and writes the shard, a row group closing after the document that brings it to ROW_GROUP_BYTES.
 
-Nothing depends on timing or on the number of workers: the same inputs and parameters give
-byte-identical shards on any scheduler.
+Every file is written under a temporary name and renamed, so a task run again replaces a dead
+one's file whole. Nothing depends on timing or on the number of workers (the groups of pass 3 do
+not even reach the output): the same inputs and parameters give byte-identical shards on any
+scheduler.
 """
 
 import heapq
@@ -34,7 +38,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 from tqdm import tqdm
 
-from bert.atomic import atomic_folder, temporary_file
+from bert.atomic import atomic_folder, task_file
 from bert.compute import Compute
 from bert.corpus import sentences as punkt
 from bert.corpus.documents import document_files
@@ -45,6 +49,7 @@ from bert.parallel import Workers
 log = logging.getLogger(__name__)
 
 CHUNK_DOCUMENTS = 256
+GROUP_BYTES = 64 * 2**20  # sentences per scatter task: a few tasks per worker on a 1 GB corpus
 ROW_GROUP_BYTES = 4 * 2**20
 MANIFEST_FILE = "manifest.json"
 
@@ -126,13 +131,8 @@ def _segment(
         else:
             doc_ids.append(doc_id)
             documents.append(sentences)
-    # under a temporary name, then renamed: a retried task replaces a dead one's file whole
-    building = temporary_file(Path(chunk_file))
-    try:
+    with task_file(Path(chunk_file)) as building:
         pq.write_table(pa.table({"doc_id": doc_ids, "sentences": documents}, schema=SHARD_SCHEMA), building)
-        os.replace(building, chunk_file)
-    finally:
-        building.unlink(missing_ok=True)
     sizes = np.array([sum(len(s.encode("utf-8")) for s in sentences) for sentences in documents], np.int64)
     return sizes, np.array([len(sentences) for sentences in documents], np.int64), dropped
 
@@ -160,43 +160,55 @@ def pack_largest_first(indices: np.ndarray, sizes: np.ndarray, num_bins: int) ->
     return assignment
 
 
-class _ShardWriters:
-    """The shard files, fed whole chunks of documents as Arrow tables; a row group closes after the
-    document that brings it to ROW_GROUP_BYTES of sentences."""
+def chunk_groups(chunk_bytes: np.ndarray) -> list[tuple[int, int]]:
+    """[first, end) chunk ranges of the scatter tasks: consecutive chunks, a range closing once it
+    holds GROUP_BYTES of sentences."""
+    groups, first, held = [], 0, 0
+    for index, size in enumerate(chunk_bytes.tolist()):
+        held += size
+        if held >= GROUP_BYTES:
+            groups.append((first, index + 1))
+            first, held = index + 1, 0
+    if first < len(chunk_bytes):
+        groups.append((first, len(chunk_bytes)))
+    return groups
 
-    def __init__(self, paths: list[Path]):
-        self.writers = [pq.ParquetWriter(p, SHARD_SCHEMA, compression="zstd") for p in paths]
-        self.buffers: list[list[pa.Table]] = [[] for _ in paths]
-        self.buffered = [0] * len(paths)
-        self.documents = [0] * len(paths)
-        self.sentences = [0] * len(paths)
-        self.bytes = [0] * len(paths)
 
-    def add(self, shard: int, rows: pa.Table, sizes: np.ndarray, sentences: np.ndarray) -> None:
-        self.documents[shard] += len(sizes)
-        self.sentences[shard] += int(sentences.sum())
-        self.bytes[shard] += int(sizes.sum())
-        begin = 0
-        filled = self.buffered[shard] + np.cumsum(sizes)
-        while (full := int(np.searchsorted(filled, ROW_GROUP_BYTES))) < len(sizes):
-            self.buffers[shard].append(rows.slice(begin, full + 1 - begin))
-            self._flush(shard)
-            filled -= filled[full]
-            begin = full + 1
-        self.buffers[shard].append(rows.slice(begin))
-        self.buffered[shard] = int(filled[-1]) if len(sizes) else self.buffered[shard]
+def _scatter(chunk_files: list[str], shard_of: np.ndarray, group_file: str) -> None:
+    """The documents of `chunk_files` into `group_file`, sorted by their shard (`shard_of`, in
+    input order), each shard's documents one row group, in the order of the shard numbers."""
+    table = pa.concat_tables([pq.read_table(path) for path in chunk_files])
+    order = np.argsort(shard_of, kind="stable")  # each shard's rows, in input order
+    _, starts, counts = np.unique(shard_of[order], return_index=True, return_counts=True)
+    table = table.take(order)
+    with task_file(Path(group_file)) as building, pq.ParquetWriter(building, SHARD_SCHEMA) as writer:
+        for begin, rows in zip(starts.tolist(), counts.tolist()):
+            writer.write_table(table.slice(begin, rows), row_group_size=rows)
 
-    def _flush(self, shard: int) -> None:
-        tables = [table for table in self.buffers[shard] if len(table)]
-        if tables:
-            self.writers[shard].write_table(pa.concat_tables(tables).combine_chunks())
-        self.buffers[shard] = []
-        self.buffered[shard] = 0
 
-    def close(self) -> None:
-        for shard, writer in enumerate(self.writers):
-            self._flush(shard)
-            writer.close()
+def _gather(shard_file: str, parts: list[tuple[str, int]], sizes: np.ndarray) -> None:
+    """Write a shard from its row group of each group file (`parts`, in input order), given the
+    sizes of its documents; a row group closes after the document that brings it to
+    ROW_GROUP_BYTES of sentences."""
+    with (
+        task_file(Path(shard_file)) as building,
+        pq.ParquetWriter(building, SHARD_SCHEMA, compression="zstd") as writer,
+    ):
+        waiting, waiting_bytes, first = [], 0, 0
+        for group_file, row_group in parts:
+            rows = pq.ParquetFile(group_file).read_row_group(row_group)
+            filled = waiting_bytes + np.cumsum(sizes[first : first + len(rows)])
+            first += len(rows)
+            begin = 0
+            while (full := int(np.searchsorted(filled, ROW_GROUP_BYTES))) < len(rows):
+                waiting.append(rows.slice(begin, full + 1 - begin))
+                writer.write_table(pa.concat_tables(waiting).combine_chunks())
+                waiting, filled, begin = [], filled - filled[full], full + 1
+            waiting.append(rows.slice(begin))
+            waiting_bytes = int(filled[-1]) if len(rows) else waiting_bytes
+        waiting = [table for table in waiting if len(table)]
+        if waiting:
+            writer.write_table(pa.concat_tables(waiting).combine_chunks())
 
 
 def _parameters(files: list[Path], mode: str, out_dir: Path, training_chars: int) -> tuple[str | None, dict]:
@@ -255,61 +267,81 @@ def shard_corpus(
         ]
         sizes, sentence_counts, chunk_rows = [], [], []
         dropped = 0
-        with (
-            Workers(compute, _init_worker, (parameters_file,)) as pool,
-            tqdm(desc="segment", unit=" docs", leave=False) as progress,
-        ):
-            results = pool.map(
-                _segment, tasks, describe=lambda task: f"documents {task[1]} to {task[2] - 1} of {task[0]}"
-            )
-            for chunk_sizes, chunk_sentences, chunk_dropped in results:
-                progress.update(len(chunk_sizes) + chunk_dropped)
-                dropped += chunk_dropped
-                sizes.append(chunk_sizes)
-                sentence_counts.append(chunk_sentences)
-                chunk_rows.append(len(chunk_sizes))
-        size_array = np.concatenate(sizes) if sizes else np.zeros(0, np.int64)
-        sentence_array = np.concatenate(sentence_counts) if sentence_counts else np.zeros(0, np.int64)
-        sentences_total = int(sentence_array.sum())
-        segment_seconds = time.perf_counter() - start - punkt_seconds
-        if not len(size_array):
-            raise UserError(
-                f"{documents_dir}: no document has at least {min_sentences} sentences ({dropped} dropped); "
-                "the corpus is empty or shard.min_sentences is too high"
-            )
-
-        # Pass 2: split, pack by size, write the shards.
-        is_test = split_train_test(size_array, test_fraction if num_test_shards else 0.0, seed)
-        shard_of = np.empty(len(size_array), dtype=np.int64)
-        for index, shard in pack_largest_first(
-            np.flatnonzero(~is_test), size_array, num_train_shards
-        ).items():
-            shard_of[index] = shard
-        for index, shard in pack_largest_first(
-            np.flatnonzero(is_test), size_array, max(num_test_shards, 1)
-        ).items():
-            shard_of[index] = num_train_shards + shard
-        names = [f"train_{i:05d}.parquet" for i in range(num_train_shards)]
-        names += [f"test_{i:05d}.parquet" for i in range(num_test_shards)]
-        writers = _ShardWriters([tmp_dir / name for name in names])
-        first = 0
-        for task, rows in zip(tqdm(tasks, desc="write shards", unit=" chunks", leave=False), chunk_rows):
-            if rows == 0:
-                continue
-            table = pq.read_table(task[3])
-            chunk = slice(first, first + rows)
-            order = np.argsort(shard_of[chunk], kind="stable")  # each shard's rows, in input order
-            shards, starts = np.unique(shard_of[chunk][order], return_index=True)
-            for shard, taken in zip(shards, np.split(order, starts[1:])):
-                writers.add(
-                    int(shard), table.take(taken), size_array[chunk][taken], sentence_array[chunk][taken]
+        with Workers(compute, _init_worker, (parameters_file,)) as pool:
+            with tqdm(desc="segment", unit=" docs", leave=False) as progress:
+                results = pool.map(
+                    _segment,
+                    tasks,
+                    describe=lambda task: f"documents {task[1]} to {task[2] - 1} of {task[0]}",
                 )
-            first += rows
-        writers.close()
+                for chunk_sizes, chunk_sentences, chunk_dropped in results:
+                    progress.update(len(chunk_sizes) + chunk_dropped)
+                    dropped += chunk_dropped
+                    sizes.append(chunk_sizes)
+                    sentence_counts.append(chunk_sentences)
+                    chunk_rows.append(len(chunk_sizes))
+            size_array = np.concatenate(sizes) if sizes else np.zeros(0, np.int64)
+            sentence_array = np.concatenate(sentence_counts) if sentence_counts else np.zeros(0, np.int64)
+            sentences_total = int(sentence_array.sum())
+            segment_seconds = time.perf_counter() - start - punkt_seconds
+            if not len(size_array):
+                raise UserError(
+                    f"{documents_dir}: no document has at least {min_sentences} sentences ({dropped} dropped); "
+                    "the corpus is empty or shard.min_sentences is too high"
+                )
+
+            # Pass 2: split and pack by size.
+            is_test = split_train_test(size_array, test_fraction if num_test_shards else 0.0, seed)
+            shard_of = np.empty(len(size_array), dtype=np.int64)
+            for index, shard in pack_largest_first(
+                np.flatnonzero(~is_test), size_array, num_train_shards
+            ).items():
+                shard_of[index] = shard
+            for index, shard in pack_largest_first(
+                np.flatnonzero(is_test), size_array, max(num_test_shards, 1)
+            ).items():
+                shard_of[index] = num_train_shards + shard
+            names = [f"train_{i:05d}.parquet" for i in range(num_train_shards)]
+            names += [f"test_{i:05d}.parquet" for i in range(num_test_shards)]
+            shard_documents = np.bincount(shard_of, minlength=len(names))
+            by_shard = np.argsort(shard_of, kind="stable")  # each shard's documents, in input order
+            boundaries = np.cumsum(shard_documents)[:-1]
+            shard_sizes = np.split(size_array[by_shard], boundaries)
+            shard_bytes = [int(shard.sum()) for shard in shard_sizes]
+            shard_sentences = [int(shard.sum()) for shard in np.split(sentence_array[by_shard], boundaries)]
+
+            # Pass 3: scatter each group of chunks into one file sorted by shard.
+            chunk_ends = np.cumsum(chunk_rows)
+            chunk_bytes = np.array([int(chunk.sum()) for chunk in sizes], np.int64)
+            scatter_tasks = []
+            parts: list[list[tuple[str, int]]] = [[] for _ in names]  # each shard's (group file, row group)
+            for index, (first, end) in enumerate(chunk_groups(chunk_bytes)):
+                group_file = str(chunk_dir / f"group-{index:06d}.parquet")
+                rows = slice(int(chunk_ends[first] - chunk_rows[first]), int(chunk_ends[end - 1]))
+                scatter_tasks.append(([task[3] for task in tasks[first:end]], shard_of[rows], group_file))
+                for row_group, shard in enumerate(np.unique(shard_of[rows]).tolist()):
+                    parts[shard].append((group_file, row_group))
+            scattered = pool.map(
+                _scatter,
+                scatter_tasks,
+                describe=lambda task: f"segmented {Path(task[0][0]).name} to {Path(task[0][-1]).name}",
+            )
+            progress = tqdm(scattered, total=len(scatter_tasks), desc="scatter", unit=" groups", leave=False)
+            for (chunk_files, _, _), _ in zip(scatter_tasks, progress):
+                for chunk_file in chunk_files:
+                    os.unlink(chunk_file)
+
+            # Pass 4: gather each shard from its row groups.
+            gather_tasks = [
+                (str(tmp_dir / name), parts[shard], shard_sizes[shard]) for shard, name in enumerate(names)
+            ]
+            gathered = pool.map(_gather, gather_tasks, describe=lambda task: Path(task[0]).name)
+            for _ in tqdm(gathered, total=len(gather_tasks), desc="gather", unit=" shards", leave=False):
+                pass
         shutil.rmtree(chunk_dir)
 
         seconds = time.perf_counter() - start
-        train_bytes = writers.bytes[:num_train_shards]
+        train_bytes = shard_bytes[:num_train_shards]
         metrics = {
             "documents": len(size_array),
             "sentences": sentences_total,
@@ -327,7 +359,7 @@ def shard_corpus(
         manifest.update(
             shards=[
                 {"file": name, "documents": d, "sentences": s, "bytes": b}
-                for name, d, s, b in zip(names, writers.documents, writers.sentences, writers.bytes)
+                for name, d, s, b in zip(names, shard_documents.tolist(), shard_sentences, shard_bytes)
             ],
             min_sentences=min_sentences,
             test_fraction=test_fraction,
