@@ -49,7 +49,7 @@ from bert.parallel import Workers
 log = logging.getLogger(__name__)
 
 CHUNK_DOCUMENTS = 256
-GROUP_BYTES = 64 * 2**20  # sentences per scatter task: a few tasks per worker on a 1 GB corpus
+GROUP_BYTES = 32 * 2**20  # sentences per scatter task (its memory: about twice this)
 ROW_GROUP_BYTES = 4 * 2**20
 MANIFEST_FILE = "manifest.json"
 
@@ -180,10 +180,9 @@ def _scatter(chunk_files: list[str], shard_of: np.ndarray, group_file: str) -> N
     table = pa.concat_tables([pq.read_table(path) for path in chunk_files])
     order = np.argsort(shard_of, kind="stable")  # each shard's rows, in input order
     _, starts, counts = np.unique(shard_of[order], return_index=True, return_counts=True)
-    table = table.take(order)
     with task_file(Path(group_file)) as building, pq.ParquetWriter(building, SHARD_SCHEMA) as writer:
-        for begin, rows in zip(starts.tolist(), counts.tolist()):
-            writer.write_table(table.slice(begin, rows), row_group_size=rows)
+        for begin, rows in zip(starts.tolist(), counts.tolist()):  # a shard at a time: one copy of the text
+            writer.write_table(table.take(order[begin : begin + rows]), row_group_size=rows)
 
 
 def _gather(shard_file: str, parts: list[tuple[str, int]], sizes: np.ndarray) -> None:
@@ -324,7 +323,9 @@ def shard_corpus(
             scattered = pool.map(
                 _scatter,
                 scatter_tasks,
-                describe=lambda task: f"segmented {Path(task[0][0]).name} to {Path(task[0][-1]).name}",
+                describe=lambda task: (
+                    f"scattering {Path(task[0][0]).name} to {Path(task[0][-1]).name} of {chunk_dir}"
+                ),
             )
             progress = tqdm(scattered, total=len(scatter_tasks), desc="scatter", unit=" groups", leave=False)
             for (chunk_files, _, _), _ in zip(scatter_tasks, progress):
@@ -335,7 +336,7 @@ def shard_corpus(
             gather_tasks = [
                 (str(tmp_dir / name), parts[shard], shard_sizes[shard]) for shard, name in enumerate(names)
             ]
-            gathered = pool.map(_gather, gather_tasks, describe=lambda task: Path(task[0]).name)
+            gathered = pool.map(_gather, gather_tasks, describe=lambda task: f"writing shard {task[0]}")
             for _ in tqdm(gathered, total=len(gather_tasks), desc="gather", unit=" shards", leave=False):
                 pass
         shutil.rmtree(chunk_dir)
