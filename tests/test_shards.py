@@ -295,3 +295,61 @@ def test_shard_stage(tmp_path):
         missing.stderr.strip().splitlines()[-1]
         == "error: data/documents/wikipedia: not found; run the stage that writes it first"
     )
+
+
+def _die_once_in_each_task_kind(marker_dir: str) -> None:
+    """On a Dask worker: the first segment, scatter and gather task to run there writes half a
+    file under its output's temporary name and kills its worker, as the OOM killer would."""
+    import signal
+
+    from bert.atomic import temporary_file
+    from bert.corpus import shards
+
+    def dying_once(real, output_of):
+        def task(*args):
+            marker = Path(marker_dir) / real.__name__
+            try:
+                marker.touch(exist_ok=False)
+            except FileExistsError:
+                return real(*args)
+            temporary_file(Path(output_of(args))).write_bytes(b"PAR1 half a file")
+            os.kill(os.getpid(), signal.SIGKILL)
+
+        return task
+
+    shards._segment = dying_once(shards._segment, lambda args: args[3])
+    shards._scatter = dying_once(shards._scatter, lambda args: args[2])
+    shards._gather = dying_once(shards._gather, lambda args: args[0])
+
+
+@pytest.mark.slow
+def test_tasks_killed_once_on_dask_run_again_and_leave_no_partial_file(tmp_path, monkeypatch):
+    from dask.distributed import Client, LocalCluster, WorkerPlugin
+
+    from bert.compute import Compute
+    from bert.corpus import shards as shards_module
+
+    class DieOnceInEachTaskKind(WorkerPlugin):  # set up on every worker, the restarted ones too
+        def __init__(self, marker_dir: str):
+            self.marker_dir = marker_dir
+
+        def setup(self, worker) -> None:
+            _die_once_in_each_task_kind(self.marker_dir)
+
+    monkeypatch.setattr(shards_module, "GROUP_BYTES", 1)  # the driver's grouping: a scatter task per chunk
+    documents = write_table(tmp_path / "docs", synthetic_documents(700, seed=5), part_bytes=100_000)
+    options = dict(num_train_shards=3, num_test_shards=1, test_fraction=0.1, min_sentences=2, seed=3)
+    shard_corpus(documents, tmp_path / "local", compute=1, **options)
+    (tmp_path / "markers").mkdir()
+    with (
+        LocalCluster(n_workers=2, threads_per_worker=1, dashboard_address=None, silence_logs=50) as cluster,
+        Client(cluster) as client,
+    ):
+        client.register_plugin(DieOnceInEachTaskKind(str(tmp_path / "markers")))
+        shard_corpus(documents, tmp_path / "dask", compute=Compute(cluster.scheduler_address, 0), **options)
+    assert sorted(p.name for p in (tmp_path / "markers").iterdir()) == ["_gather", "_scatter", "_segment"]
+    written = sorted(p.name for p in (tmp_path / "dask").iterdir())
+    assert written == sorted(p.name for p in (tmp_path / "local").iterdir())  # no temporary left
+    for name in written:
+        assert (tmp_path / "dask" / name).read_bytes() == (tmp_path / "local" / name).read_bytes(), name
+    assert [p.name for p in tmp_path.iterdir() if p.name.startswith(".")] == []
