@@ -29,7 +29,7 @@ demo: $(STAMP)
 
 # Two workers, each running whole files (a file's module fixtures are built once): the suite is
 # mostly single-threaded processes, so the second core halves the wall time.
-PYTEST := $(BIN)/python -m pytest -q -n 2 --dist loadfile
+PYTEST := $(BIN)/python -m pytest -q -n 2 --dist loadfile --durations=20
 
 test: $(STAMP) lint
 	$(PYTEST)
