@@ -174,15 +174,16 @@ def chunk_groups(chunk_bytes: np.ndarray) -> list[tuple[int, int]]:
     return groups
 
 
-def _scatter(chunk_files: list[str], shard_of: np.ndarray, group_file: str) -> None:
+def _scatter(chunk_files: list[str], shard_of: np.ndarray, group_file: str) -> list[int]:
     """The documents of `chunk_files` into `group_file`, sorted by their shard (`shard_of`, in
-    input order), each shard's documents one row group, in the order of the shard numbers."""
+    input order), each shard's documents one row group; returns the shard of each row group."""
     table = pa.concat_tables([pq.read_table(path) for path in chunk_files])
     order = np.argsort(shard_of, kind="stable")  # each shard's rows, in input order
-    _, starts, counts = np.unique(shard_of[order], return_index=True, return_counts=True)
+    shards, starts, counts = np.unique(shard_of[order], return_index=True, return_counts=True)
     with task_file(Path(group_file)) as building, pq.ParquetWriter(building, SHARD_SCHEMA) as writer:
         for begin, rows in zip(starts.tolist(), counts.tolist()):  # a shard at a time: one copy of the text
             writer.write_table(table.take(order[begin : begin + rows]), row_group_size=rows)
+    return shards.tolist()
 
 
 def _gather(shard_file: str, parts: list[tuple[str, int]], sizes: np.ndarray) -> None:
@@ -304,22 +305,20 @@ def shard_corpus(
             names += [f"test_{i:05d}.parquet" for i in range(num_test_shards)]
             shard_documents = np.bincount(shard_of, minlength=len(names))
             by_shard = np.argsort(shard_of, kind="stable")  # each shard's documents, in input order
-            boundaries = np.cumsum(shard_documents)[:-1]
-            shard_sizes = np.split(size_array[by_shard], boundaries)
+            shard_sizes = np.split(size_array[by_shard], np.cumsum(shard_documents)[:-1])
             shard_bytes = [int(shard.sum()) for shard in shard_sizes]
-            shard_sentences = [int(shard.sum()) for shard in np.split(sentence_array[by_shard], boundaries)]
+            shard_sentences = (
+                np.bincount(shard_of, sentence_array, minlength=len(names)).astype(np.int64).tolist()
+            )
 
             # Pass 3: scatter each group of chunks into one file sorted by shard.
             chunk_ends = np.cumsum(chunk_rows)
             chunk_bytes = np.array([int(chunk.sum()) for chunk in sizes], np.int64)
             scatter_tasks = []
-            parts: list[list[tuple[str, int]]] = [[] for _ in names]  # each shard's (group file, row group)
             for index, (first, end) in enumerate(chunk_groups(chunk_bytes)):
-                group_file = str(chunk_dir / f"group-{index:06d}.parquet")
                 rows = slice(int(chunk_ends[first] - chunk_rows[first]), int(chunk_ends[end - 1]))
+                group_file = str(chunk_dir / f"group-{index:06d}.parquet")
                 scatter_tasks.append(([task[3] for task in tasks[first:end]], shard_of[rows], group_file))
-                for row_group, shard in enumerate(np.unique(shard_of[rows]).tolist()):
-                    parts[shard].append((group_file, row_group))
             scattered = pool.map(
                 _scatter,
                 scatter_tasks,
@@ -327,8 +326,11 @@ def shard_corpus(
                     f"scattering {Path(task[0][0]).name} to {Path(task[0][-1]).name} of {chunk_dir}"
                 ),
             )
+            parts: list[list[tuple[str, int]]] = [[] for _ in names]  # each shard's (group file, row group)
             progress = tqdm(scattered, total=len(scatter_tasks), desc="scatter", unit=" groups", leave=False)
-            for (chunk_files, _, _), _ in zip(scatter_tasks, progress):
+            for (chunk_files, _, group_file), group_shards in zip(scatter_tasks, progress):
+                for row_group, shard in enumerate(group_shards):
+                    parts[shard].append((group_file, row_group))
                 for chunk_file in chunk_files:
                     os.unlink(chunk_file)
 
