@@ -69,7 +69,13 @@ def main() -> None:
     examples = load_examples(args.squad) if args.squad else stand_in_examples(args.questions)
     tokenizer = load_tokenizer(args.vocab)
     began = time.perf_counter()
-    features = make_features(examples, tokenizer, args.max_seq_length, args.doc_stride, args.max_query_length)
+    features = make_features(
+        examples,
+        tokenizer,
+        max_seq_length=args.max_seq_length,
+        doc_stride=args.doc_stride,
+        max_query_length=args.max_query_length,
+    )
     featurised = time.perf_counter() - began
     print(
         f"make_features: {len(examples)} questions, {len({e.context for e in examples})} contexts -> "

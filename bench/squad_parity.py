@@ -171,7 +171,9 @@ def run_seed(model_dir: Path, train_features, dev, recipe: Recipe, seed: int, ou
             train_features.training_arrays(), recipe.batch_size, recipe.batch_size, seed, length_binning=True
         )
         seconds = trainers[side](models[side], batches, recipe, steps, seed)
-        start_logits, end_logits = predict_logits(models[side], dev_features, progress=False)
+        start_logits, end_logits = predict_logits(
+            models[side], dev_features, batch_size=64, device="cpu", precision="fp32", progress=False
+        )
         predictions, _, _ = postprocess(dev_examples, dev_features, start_logits, end_logits)
         scores = evaluate(dev_json, predictions)
         result[side] = {
@@ -320,12 +322,16 @@ def main(argv: list[str] | None = None) -> dict:
 
     model_dir = args.model or minilm_dir()
     tokenizer, _ = load_tokenizer_from_dir(model_dir)
-    windowing = (args.max_seq_length, args.doc_stride, args.max_query_length)
+    windowing = {
+        "max_seq_length": args.max_seq_length,
+        "doc_stride": args.doc_stride,
+        "max_query_length": args.max_query_length,
+    }
     train_examples = examples_from_json(first_questions(read_json(args.train), args.train_questions))
-    train_features = make_features(train_examples, tokenizer, *windowing, progress=False)
+    train_features = make_features(train_examples, tokenizer, **windowing, progress=False)
     dev_json = first_questions(read_json(args.dev), args.dev_questions)
     dev_examples = examples_from_json(dev_json)
-    dev_features = make_features(dev_examples, tokenizer, *windowing, progress=False)
+    dev_features = make_features(dev_examples, tokenizer, **windowing, progress=False)
     recipe = Recipe(
         args.batch_size, args.epochs, args.learning_rate, args.warmup_proportion, args.weight_decay
     )
@@ -348,7 +354,7 @@ def main(argv: list[str] | None = None) -> dict:
         "train_questions": len(train_examples),
         "train_windows": len(train_features),
         "dev_questions": len(dev_examples),
-        "windowing": dict(zip(("max_seq_length", "doc_stride", "max_query_length"), windowing)),
+        "windowing": windowing,
         "recipe": asdict(recipe),
         "machine": machine(),
         "runs": runs,

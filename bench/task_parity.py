@@ -115,7 +115,14 @@ def dev_figures(task: Task, model, dev: dict) -> dict[str, float]:
     """The task's measures of the model on its dev split(s), in percent."""
     scores = {
         split: split_metrics(
-            task, predicted_labels(task, predict_logits(model, features, progress=False)), features.labels
+            task,
+            predicted_labels(
+                task,
+                predict_logits(
+                    model, features, batch_size=64, device="cpu", precision="fp32", progress=False
+                ),
+            ),
+            features.labels,
         )
         for split, features in dev.items()
     }

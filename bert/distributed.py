@@ -1,9 +1,12 @@
 """The processes of a training run: a stage that asks for more than one starts itself again under
 torchrun (one process per GPU of every node); each of those joins torchrun's process group.
+Every training stage runs through one launcher:
 
-    if relaunch_under_torchrun(["stages.pretrain", phase], nproc_per_node, nnodes, rdzv_endpoint, max_restarts):
-        return  # the ranks did the work
-    distributed = setup_distributed(backend, timeout_minutes)
+    launch(["stages.pretrain", phase], sys.argv[2:], usage, settings, lambda distributed: ...)
+
+which reads `--join NODE_RANK` (a node other than the head), relaunches under torchrun when the
+run asks for more than one process, joins the process group in each rank, runs the work and
+leaves the group, whatever happened.
 
 A lost rank must end the job, not hang the others: collectives time out after timeout_minutes, and
 NCCL's asynchronous error handling (TORCH_NCCL_ASYNC_ERROR_HANDLING=1, unless the user set it)
@@ -16,7 +19,9 @@ import os
 import signal
 import subprocess
 import sys
+from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Protocol
 
 import torch
 import torch.distributed as dist
@@ -42,6 +47,48 @@ NCCL_ERROR_HANDLING = "TORCH_NCCL_ASYNC_ERROR_HANDLING"
 # What a pre-empting scheduler sends (SLURM's --signal, Kubernetes, a user's kill): torchrun passes
 # them on to the ranks, which checkpoint at the next step boundary (bert.training).
 PREEMPTION_SIGNALS = ("SIGTERM", "SIGUSR1")
+
+
+class LaunchSettings(Protocol):
+    """Where and how a training run's processes start (params.yaml's `distributed`)."""
+
+    nproc_per_node: int
+    nnodes: int
+    rdzv_endpoint: str
+    backend: str  # auto | nccl | gloo
+    timeout_minutes: float
+    max_restarts: int
+
+
+def launch(
+    module_args: list[str],
+    join_args: list[str],
+    usage: str,
+    settings: LaunchSettings,
+    work: Callable[[Distributed], None],
+) -> None:
+    """Run a training stage: `python -m <module_args> [--join NODE_RANK]` (join_args: what follows
+    the module's own arguments on its command line). In the process that is the run's (alone, or a
+    rank under torchrun), call work(distributed) between joining and leaving the process group;
+    otherwise start torchrun on this node and return once every rank has finished."""
+    node_rank = node_rank_to_join(join_args, settings.nnodes, usage)
+    if node_rank is None:
+        raise UserError(f"usage: {usage}")
+    if relaunch_under_torchrun(
+        module_args,
+        settings.nproc_per_node,
+        settings.nnodes,
+        settings.rdzv_endpoint,
+        settings.max_restarts,
+        node_rank,
+    ):
+        return
+    distributed = setup_distributed(settings.backend, settings.timeout_minutes)
+    try:
+        work(distributed)
+    finally:
+        if dist.is_initialized():
+            dist.destroy_process_group()
 
 
 def setup_distributed(backend: str, timeout_minutes: float) -> Distributed:

@@ -1,6 +1,9 @@
-"""Fine-tuning glue between the features (SQuAD windows, SWAG and GLUE examples) and
-`bert.training` (the loop).
+"""Fine-tuning: one recipe and one run for SQuAD, SWAG and GLUE, over `bert.training` (the loop).
 
+- `finetune`: train a model with a head on its task's training arrays, by a recipe (optimizer,
+  epochs, batch, learning rate and schedule, clipping, seed) and run settings (precision, binning,
+  logging, checkpoints), all required keyword arguments: the caller (a stage) passes params.yaml's
+  values, and nothing is taken from a default here.
 - `FineTuningBatches`: training examples (arrays whose first axis is the example) as shuffled
   micro-batches of tensors, one rank's share of each global batch (bert.global_batch), reshuffled
   every epoch from (seed, epoch), resumable at a sample position; each batch is cut to its longest
@@ -23,9 +26,11 @@ import torch
 from torch import nn
 
 from bert.binning import bin_by_length, sequence_lengths, trimmed_length, window_batches
+from bert.checkpoints import file_sha256, run_signature
 from bert.errors import UserError
 from bert.global_batch import accumulation_steps, micro_slice
-from bert.training import Objective, per_row
+from bert.optim import build_optimizer, warmup_poly_schedule
+from bert.training import Objective, TrainConfig, per_row, train
 
 log = logging.getLogger(__name__)
 
@@ -57,7 +62,7 @@ class FineTuningBatches:
         self.accumulation_steps = accumulation_steps(global_batch_size, micro_batch_size, world_size)
         self.arrays = dict(arrays)
         self.lengths = sequence_lengths(self.arrays["attention_mask"])
-        examples = len(self.lengths)
+        self.num_examples = examples = len(self.lengths)
         self.length_binning = length_binning
         self.global_batch, self.micro_batch = global_batch_size, micro_batch_size
         self.seed, self.rank, self.world_size = seed, rank, world_size
@@ -127,6 +132,91 @@ TOKEN_ARRAYS = ("input_ids", "token_type_ids", "attention_mask")
 def _tensor(array: np.ndarray) -> torch.Tensor:
     tensor = torch.from_numpy(np.ascontiguousarray(array))
     return tensor.float() if array.dtype.kind == "f" else tensor.long()
+
+
+def finetune(
+    model: nn.Module,
+    arrays: Mapping[str, np.ndarray],
+    objective: Objective,
+    *,
+    rank: int,
+    world_size: int,
+    optimizer: str,
+    epochs: float,
+    global_batch_size: int,
+    micro_batch_size: int,
+    learning_rate: float,
+    warmup_proportion: float,
+    decay_power: float,
+    weight_decay: float,
+    grad_clip: float,
+    seed: int,
+    precision: str,
+    length_binning: bool,
+    compile: bool,
+    log_every: int,
+    save_every: int,
+    keep_last: int,
+    resume: bool,
+    max_nonfinite_steps: int,
+    checkpoint_dir: Path,
+    live_dir: Path,
+    metrics_file: Path,
+    run_description: dict,
+    execution: dict,
+) -> dict:
+    """Fine-tune `model` (already on its device, with its head) on `arrays` (FineTuningBatches'
+    input) for `epochs` passes, this process being rank `rank` of `world_size`; returns the final
+    figures (bert.training.train). After warm-up over `warmup_proportion` of the steps the learning
+    rate decays to 0 as (1 - progress) ** decay_power. The checkpoints in `checkpoint_dir` belong to
+    the run `run_description` describes (a changed description starts afresh); `execution` says how
+    it computes besides precision and compile (recorded in them, bert.checkpoints): the recipe and
+    the data order are added to the description here. Not the world size or the micro-batch size:
+    a run resumes on other hardware on the same rows (bert.global_batch)."""
+    recipe = {
+        "optimizer": optimizer, "epochs": epochs, "global_batch_size": global_batch_size,
+        "learning_rate": learning_rate, "warmup_proportion": warmup_proportion, "decay_power": decay_power,
+        "weight_decay": weight_decay, "grad_clip": grad_clip, "seed": seed, "length_binning": length_binning,
+    }  # fmt: skip
+    run_description = {**run_description, "recipe": recipe}
+    batches = FineTuningBatches(
+        arrays, global_batch_size, micro_batch_size, seed, rank, world_size, length_binning
+    )
+    max_steps = steps_for_epochs(batches.num_examples, epochs, global_batch_size)
+    adjusted = build_optimizer(model, optimizer, learning_rate, weight_decay, fused=True)
+    scheduler = warmup_poly_schedule(adjusted, round(warmup_proportion * max_steps), max_steps, decay_power)
+    if rank == 0:
+        log.info(
+            "%d examples, global batch %d = %d x %d accum x %d ranks, %g epochs = %d steps; %s, lr %g",
+            batches.num_examples, global_batch_size, micro_batch_size, batches.accumulation_steps, world_size,
+            epochs, max_steps, optimizer, learning_rate,
+        )  # fmt: skip
+    config = TrainConfig(
+        max_steps=max_steps,
+        precision=precision,
+        grad_clip=grad_clip,
+        log_every=log_every,
+        save_every=save_every,
+        keep_last=keep_last,
+        checkpoint_dir=checkpoint_dir,
+        resume=resume,
+        max_nonfinite_steps=max_nonfinite_steps,
+        compile=compile,
+        seed=seed,
+        live_dir=live_dir,
+        metrics_file=metrics_file,
+        run_signature=run_signature(run_description),
+        run_description=run_description,
+        execution=execution,
+    )
+    return train(model, batches, objective, adjusted, scheduler, config)
+
+
+def described_files(paths: list[Path]) -> list[tuple[str, str | None]]:
+    """Each file's name and content hash, for a run description: contents, not mtimes (a `dvc
+    checkout` changes those), so new initial weights of the same shape or an edited training file
+    never resume the checkpoints of the old ones."""
+    return [(path.name, file_sha256(path)) for path in paths]
 
 
 def steps_for_epochs(num_windows: int, epochs: float, global_batch_size: int) -> int:

@@ -13,20 +13,15 @@ resumes on another one. Micro-step-major slices (all ranks' m-th micro-batches a
 rows) keep ranks balanced when the global batch is sorted by length (bert.binning).
 """
 
-from bert.errors import UserError
 
-
-def accumulation_steps(
-    global_batch_size: int, micro_batch_size: int, world_size: int, params: str = ""
-) -> int:
-    """Micro-batches each rank runs per optimizer step. `params` prefixes the names in the error
-    ("pretrain.phase1.") so that it names the params.yaml keys to change."""
+def accumulation_steps(global_batch_size: int, micro_batch_size: int, world_size: int) -> int:
+    """Micro-batches each rank runs per optimizer step. (The stages check the split first, naming
+    the params: stages.params.Params.check_global_batch.)"""
     per_micro_step = micro_batch_size * world_size
     if global_batch_size % per_micro_step:
-        raise UserError(
-            f"params.yaml: {params}global_batch_size {global_batch_size} is not a multiple of "
-            f"{params}micro_batch_size {micro_batch_size} x world size {world_size} (= {per_micro_step}); "
-            "change one of them so that it divides exactly"
+        raise ValueError(
+            f"a global batch of {global_batch_size} does not split into micro-batches of {micro_batch_size} "
+            f"on {world_size} processes (a multiple of {per_micro_step} would)"
         )
     return global_batch_size // per_micro_step
 

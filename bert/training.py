@@ -1,8 +1,9 @@
 """The training loop every training stage runs (pretraining, SQuAD fine-tuning).
 
-One optimizer step, on one global batch (bert.global_batch: micro-batch x grad_accum_steps x ranks):
+One optimizer step, on one global batch (bert.global_batch: micro-batch x accumulation steps x
+ranks; the data says how many micro-batches make a step, `accumulation_steps`):
   count the items each loss term averages over (masked tokens, sequences, ...) in the rank's
-      grad_accum_steps micro-batches, and all-reduce the counts: the global batch's totals;
+      micro-batches of the step, and all-reduce the counts: the global batch's totals;
   for each micro-batch: forward under autocast, backward of the sum of its loss terms, each
       weighted by the micro-batch's share of the term's global items (DDP all-reduces gradients
       only on the last micro-batch: `no_sync` on the others). So each term is the mean over all
@@ -74,7 +75,6 @@ def per_row(loss_fn: Callable[[nn.Module, dict], tuple[torch.Tensor, dict]]) -> 
 @dataclass
 class TrainConfig:
     max_steps: int
-    grad_accum_steps: int = 1  # micro-batches per rank and step (bert.global_batch.accumulation_steps)
     precision: str = "fp32"  # fp32 | bf16 | fp16
     grad_clip: float = 1.0  # max global gradient norm; 0 = no clipping
     log_every: int = 10
@@ -114,11 +114,9 @@ def train(
     resume, `batches` must not draw from torch's global RNG (give a DataLoader a `generator`)."""
     if config.precision not in AUTOCAST_DTYPES:
         raise ValueError(f"precision {config.precision!r}: allowed {', '.join(AUTOCAST_DTYPES)}")
-    data_accumulation = getattr(batches, "accumulation_steps", config.grad_accum_steps)
-    if data_accumulation != config.grad_accum_steps:
-        raise ValueError(
-            f"the data is cut into {data_accumulation} micro-batches per step, the config says {config.grad_accum_steps}"
-        )
+    # Micro-batches per rank and step: the data cut the global batch (bert.global_batch), one each
+    # for plain iterables.
+    accumulation = getattr(batches, "accumulation_steps", 1)
     rank, world_size = rank_and_world_size()
     is_main = rank == 0
     device = next(model.parameters()).device
@@ -130,7 +128,7 @@ def train(
     state, execution = None, None
     if config.checkpoint_dir:
         # Once, here: a resuming process computes it at the same point, with the same modules imported.
-        execution = _execution(config, world_size)
+        execution = _execution(config, world_size, accumulation)
         state = checkpoint_to_resume(
             config.checkpoint_dir, config.run_signature, execution, config.max_steps, config.resume, rank,
             config.run_description,
@@ -161,7 +159,7 @@ def train(
                 objective,
                 scaler,
                 amp_dtype,
-                config.grad_accum_steps,
+                accumulation,
                 world_size,
                 interval,
             )
@@ -223,14 +221,14 @@ def train(
     return summary
 
 
-def _execution(config: TrainConfig, world_size: int) -> dict:
+def _execution(config: TrainConfig, world_size: int, accumulation: int) -> dict:
     """How the run computes: recorded in its checkpoints (see bert.checkpoints)."""
     return {
         "code": source_fingerprint(),
         "precision": config.precision,
         "compile": config.compile,
         "world_size": world_size,
-        "grad_accum_steps": config.grad_accum_steps,
+        "grad_accum_steps": accumulation,
         **config.execution,
     }
 

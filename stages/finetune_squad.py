@@ -1,11 +1,12 @@
 """Stage finetune_squad: fine-tune BertForQuestionAnswering on SQuAD train.
 
-    python -m stages.finetune_squad
+    python -m stages.finetune_squad [--join NODE_RANK]
 
 finetune.init picks the start, a Hugging Face directory data/weights/<init>/ that the stage named
 in dvc.yaml builds: `phase2` (export_hf: our pretrained model), `random` (init_random: fresh
 weights over our vocabulary, the baseline pretraining must beat), or a key of `weights`
-(download_weights@<key>: Google's BERT, or any Hugging Face BERT folder or URL).
+(download_weights@<key>: Google's BERT, or any Hugging Face BERT folder or URL). The recipe is
+finetune.recipe with squad.recipe's changes, the run settings finetune's.
 data/squad/train.json -> data/models/squad/ (Hugging Face format, with vocab.txt), checkpoints in
 data/checkpoints/squad/ (resumed), dvclive/finetune_squad/, metrics/finetune_squad.json.
 With distributed.nproc_per_node x nnodes > 1 the stage starts itself again under torchrun.
@@ -16,59 +17,38 @@ import sys
 from pathlib import Path
 
 import torch
-import torch.distributed as dist
 
-from bert.checkpoints import file_sha256, run_signature
-from bert.distributed import node_rank_to_join, relaunch_under_torchrun, setup_distributed
+from bert.distributed import Distributed, launch
 from bert.errors import UserError, run_main
-from bert.finetune import FineTuningBatches, init_directory, question_answering_objective, steps_for_epochs
-from bert.global_batch import accumulation_steps
+from bert.finetune import described_files, finetune, init_directory, question_answering_objective
 from bert.modeling import BertForQuestionAnswering
-from bert.optim import build_optimizer, warmup_poly_schedule
 from bert.squad.dataset import load_examples
 from bert.squad.features import make_features
 from bert.tokenization import load_tokenizer_from_dir
-from bert.training import TrainConfig, train
-from stages.params import load_params
+from stages.params import Params, load_params
 
 log = logging.getLogger("finetune_squad")
+USAGE = "python -m stages.finetune_squad [--join NODE_RANK]"
 TRAIN_FILE = Path("data/squad/train.json")
 OUT_DIR = Path("data/models/squad")
 
 
 def main() -> None:
     params = load_params()
-    d = params.distributed
-    usage = "python -m stages.finetune_squad [--join NODE_RANK]"
-    node_rank = node_rank_to_join(sys.argv[1:], d.nnodes, usage)
-    if node_rank is None:
-        raise UserError(f"usage: {usage}")
-    if relaunch_under_torchrun(
-        ["stages.finetune_squad"], d.nproc_per_node, d.nnodes, d.rdzv_endpoint, d.max_restarts, node_rank
-    ):
-        return
-    distributed = setup_distributed(d.backend, d.timeout_minutes)
-    try:
-        finetune(params, distributed)
-    finally:
-        if dist.is_initialized():
-            dist.destroy_process_group()
+    params.check_global_batch("squad")
+    launch(["stages.finetune_squad"], sys.argv[1:], USAGE, params.distributed, lambda d: run(params, d))
 
 
-def finetune(params, distributed) -> None:
-    spec, squad = params.finetune, params.squad
-    accumulation = accumulation_steps(
-        spec.global_batch_size, spec.micro_batch_size, distributed.world_size, params="finetune."
-    )
-    source = init_directory(spec.init)
+def run(params: Params, distributed: Distributed) -> None:
+    shared, squad, recipe = params.finetune, params.squad, params.recipe("squad")
+    source = init_directory(shared.init)
     tokenizer, lower_case = load_tokenizer_from_dir(source, params.vocab.lower_case)
-    vocab_size = tokenizer.get_vocab_size()
-
-    torch.manual_seed(spec.seed)  # the same fresh QA head on every rank
-    model = BertForQuestionAnswering.from_pretrained(source, unpad=spec.unpad)
-    if model.config.vocab_size < vocab_size:
+    torch.manual_seed(recipe.seed)  # the same fresh QA head on every rank
+    model = BertForQuestionAnswering.from_pretrained(source, unpad=shared.unpad)
+    if model.config.vocab_size < tokenizer.get_vocab_size():
         raise UserError(
-            f"{source}: config.json has vocab_size {model.config.vocab_size}, vocab.txt {vocab_size} tokens"
+            f"{source}: config.json has vocab_size {model.config.vocab_size}, vocab.txt "
+            f"{tokenizer.get_vocab_size()} tokens"
         )
     if squad.max_seq_length > model.config.max_position_embeddings:
         raise UserError(
@@ -83,81 +63,46 @@ def finetune(params, distributed) -> None:
     features = make_features(
         examples,
         tokenizer,
-        squad.max_seq_length,
-        squad.doc_stride,
-        squad.max_query_length,
+        max_seq_length=squad.max_seq_length,
+        doc_stride=squad.doc_stride,
+        max_query_length=squad.max_query_length,
         progress=distributed.is_main,
     )
-    if len(features) < spec.global_batch_size:
+    if len(features) < recipe.global_batch_size:
         raise UserError(
             f"{TRAIN_FILE}: its {len(examples)} questions make {len(features)} training windows, fewer than "
-            f"finetune.global_batch_size {spec.global_batch_size}: not one optimizer step; give more questions "
-            "or lower finetune.global_batch_size"
+            f"global_batch_size {recipe.global_batch_size} (finetune.recipe, squad.recipe): not one optimizer "
+            "step; give more questions or lower the global batch size"
         )
-    batches = FineTuningBatches(
-        features.training_arrays(),
-        spec.global_batch_size,
-        spec.micro_batch_size,
-        spec.seed,
-        distributed.rank,
-        distributed.world_size,
-        spec.length_binning,
-    )
-    max_steps = steps_for_epochs(len(features), spec.epochs, spec.global_batch_size)
-    optimizer = build_optimizer(model, "adamw", spec.learning_rate, spec.weight_decay, fused=True)
-    scheduler = warmup_poly_schedule(
-        optimizer, round(spec.warmup_proportion * max_steps), max_steps, power=1.0
-    )
     if distributed.is_main:
         log.info(
-            "init=%s (%s, %.1fM parameters), %d questions -> %d windows, global batch %d = %d x %d accum x %d ranks, "
-            "%g epochs = %d steps",
-            spec.init, source, model.num_parameters() / 1e6, len(examples), len(features), spec.global_batch_size,
-            spec.micro_batch_size, accumulation, distributed.world_size, spec.epochs, max_steps,
+            "init=%s (%s, %.1fM parameters), %d questions -> %d windows%s; encoder on %s",
+            shared.init, source, model.num_parameters() / 1e6, len(examples), len(features),
+            ", binned by length" if shared.length_binning else "",
+            "packed real tokens (unpad)" if shared.unpad else "padded batches",
         )  # fmt: skip
-        log.info(
-            "batches cut to their longest window%s; encoder on %s",
-            ", windows binned by length" if spec.length_binning else "",
-            "packed real tokens (unpad)" if spec.unpad else "padded batches",
-        )
-    described = described_run(params, source)
-    config = TrainConfig(
-        max_steps=max_steps,
-        grad_accum_steps=accumulation,
-        precision=spec.precision,
-        grad_clip=1.0,
-        log_every=spec.log_every,
-        save_every=spec.save_every,
+    # What the run trains on (finetune adds the recipe): its checkpoints belong to these only.
+    described = {
+        "init": shared.init,
+        "files": described_files([TRAIN_FILE, *sorted(p for p in source.iterdir() if p.is_file())]),
+        "squad": [squad.max_seq_length, squad.doc_stride, squad.max_query_length],
+    }
+    finetune(
+        model,
+        features.training_arrays(),
+        question_answering_objective,
+        rank=distributed.rank,
+        world_size=distributed.world_size,
+        **params.finetuning("squad"),
         checkpoint_dir=Path("data/checkpoints/squad"),
-        resume=True,
-        seed=spec.seed,
         live_dir=Path("dvclive/finetune_squad"),
         metrics_file=Path("metrics/finetune_squad.json"),
-        run_signature=run_signature(described),
         run_description=described,
-        execution={"unpad": spec.unpad},
+        execution={"unpad": shared.unpad},
     )
-    train(model, batches, question_answering_objective, optimizer, scheduler, config)
     if distributed.is_main:
         model.save_pretrained(OUT_DIR, vocab_file=source / "vocab.txt", lower_case=lower_case)
         log.info("wrote %s", OUT_DIR)
-
-
-def described_run(params, source: Path) -> dict:
-    """What makes a checkpoint belong to this run (not the world size: resuming elsewhere is fine)."""
-    spec, squad = params.finetune, params.squad
-    # Contents, not mtimes (a `dvc checkout` changes those): new initial weights of the same shape,
-    # from a new pretraining run, must not resume the checkpoints of the old one.
-    files = [TRAIN_FILE, *sorted(p for p in source.iterdir() if p.is_file())]
-    described = {
-        "init": spec.init,
-        "files": [(p.name, file_sha256(p)) for p in files],
-        "squad": [squad.max_seq_length, squad.doc_stride, squad.max_query_length],
-        "optimizer": [spec.learning_rate, spec.warmup_proportion, spec.weight_decay, spec.epochs, spec.seed],
-        "global_batch": spec.global_batch_size,
-        "length_binning": spec.length_binning,
-    }
-    return described
 
 
 if __name__ == "__main__":

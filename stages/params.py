@@ -158,6 +158,7 @@ class Pretrain:
     resume: bool
     max_nonfinite_steps: Count  # 0 would stop at the first step, finite or not
     grad_clip: Annotated[float, Range(low=0, meaning="0 = no clipping")]
+    decay_power: Annotated[float, Range(low=0, meaning="1 = linear decay to 0, 0 = constant")]
     data_workers: Annotated[int, Range(low=0, meaning="0 = load in the training process")]
     length_binning: bool
     unpad: bool
@@ -172,6 +173,34 @@ class Distributed:
     # How long a collective waits for a lost peer before the job fails (init_process_group's timeout).
     timeout_minutes: Annotated[float, Range(0, 24 * 60, low_open=True)]
     max_restarts: Annotated[int, Range(0, 100)]  # torchrun restarts the ranks this often after a failure
+
+
+@dataclass
+class Recipe:
+    """How a fine-tuning run optimises: the recipe of SQuAD and of every task (finetune.recipe), of
+    which squad.recipe and tasks.<task>.recipe may override any key."""
+
+    optimizer: Literal["adamw", "lamb"]
+    epochs: Annotated[float, Range(0, low_open=True)]
+    global_batch_size: Count  # examples per optimizer step, over all GPUs and accumulation steps
+    micro_batch_size: Count  # per GPU and forward pass
+    learning_rate: LearningRate
+    warmup_proportion: Share
+    decay_power: Annotated[float, Range(low=0, meaning="1 = linear decay to 0, 0 = constant")]
+    weight_decay: WeightDecay
+    grad_clip: Annotated[float, Range(low=0, meaning="0 = no clipping")]
+    seed: Seed
+
+
+@dataclass(frozen=True)
+class Override:
+    """A mapping that replaces some keys of a dataclass (`of`): each given key is checked as that
+    field is, an unknown key is an error; what it leaves out keeps the value it overrides."""
+
+    of: type
+
+
+RecipeOverride = Annotated[dict, Override(Recipe)]
 
 
 @dataclass
@@ -190,39 +219,34 @@ class Squad:
     max_seq_length: Annotated[int, Range(low=8)]
     doc_stride: Count
     max_query_length: Count
+    recipe: RecipeOverride  # over finetune.recipe
 
 
 @dataclass
 class Finetune:
+    """What SQuAD and every task share: where they start, and how each run computes and records."""
+
     init: str  # phase2 | random | a key of `weights`
-    epochs: Annotated[float, Range(0, low_open=True)]
-    global_batch_size: Count  # windows per optimizer step, over all GPUs and accumulation steps
-    micro_batch_size: Count  # per GPU and forward pass
-    learning_rate: LearningRate
-    warmup_proportion: Share
-    weight_decay: WeightDecay
-    precision: Precision
+    precision: Precision  # training and prediction
     length_binning: bool
     unpad: bool
-    seed: Seed
+    compile: bool
     log_every: Count
     save_every: Count
+    keep_last: Count
+    resume: bool
+    max_nonfinite_steps: Count
+    recipe: Recipe
 
 
 @dataclass
 class TaskParams:
-    """One SWAG or GLUE task: where its files come from and how to fine-tune on it."""
+    """One SWAG or GLUE task: where its files come from, its length, and its recipe's overrides."""
 
     sources: list[str]  # the task's files, its folder, or a .zip of it (URLs or paths)
     checksums: list[str | None]  # empty: none checked; else one per source
     max_seq_length: Annotated[int, Range(low=8)]
-    epochs: Annotated[float, Range(0, low_open=True)]
-    global_batch_size: Count  # examples per optimizer step, over all GPUs and accumulation steps
-    micro_batch_size: Count  # per GPU and forward pass
-    learning_rate: LearningRate
-    warmup_proportion: Share
-    weight_decay: WeightDecay
-    seed: Seed
+    recipe: RecipeOverride
 
 
 TaskName = Literal["swag", "cola", "sst2", "mrpc", "stsb", "qqp", "mnli", "qnli", "rte"]
@@ -285,6 +309,35 @@ class Params:
     seed: Seed
     compute: ComputeParams
 
+    def recipe(self, of: str) -> Recipe:
+        """The fine-tuning recipe of "squad" or a task: finetune.recipe with its overrides."""
+        overrides = self.squad.recipe if of == "squad" else getattr(self.tasks, of).recipe
+        return dataclasses.replace(self.finetune.recipe, **overrides)
+
+    def check_global_batch(self, of: str) -> None:
+        """Every training stage, before any work: the global batch of `of` (phase1, phase2, squad or
+        a task) splits into micro-batches on every process, or one line names the params."""
+        if of in ("phase1", "phase2"):
+            spec, where = getattr(self.pretrain, of), f"pretrain.{of}"
+        else:
+            spec = self.recipe(of)
+            where = "finetune.recipe with " + ("squad.recipe" if of == "squad" else f"tasks.{of}.recipe")
+        world_size = self.distributed.nproc_per_node * self.distributed.nnodes
+        if spec.global_batch_size % (spec.micro_batch_size * world_size):
+            raise UserError(
+                f"params.yaml: {where}: global_batch_size {spec.global_batch_size} is not a multiple of "
+                f"micro_batch_size {spec.micro_batch_size} x world size {world_size} (distributed.nproc_per_node "
+                "x nnodes); change one of them so that it divides exactly"
+            )
+
+    def finetuning(self, of: str) -> dict:
+        """bert.finetune.finetune's recipe and run keywords for "squad" or a task, as params.yaml
+        gives them (finetune.init and finetune.unpad choose the model, which the stage builds)."""
+        shared = {
+            k: v for k, v in dataclasses.asdict(self.finetune).items() if k not in ("init", "unpad", "recipe")
+        }
+        return {**dataclasses.asdict(self.recipe(of)), **shared}
+
     @property
     def engine(self) -> Compute:
         """Where the data stages run their tasks (bert.parallel)."""
@@ -334,6 +387,8 @@ def _build(kind, value, name: str):
                 )
         hints = typing.get_type_hints(kind, include_extras=True)
         return kind(**{key: _build(hints[key], value[key], _join(name, key)) for key in fields})
+    if origin is Annotated and isinstance(typing.get_args(kind)[1], Override):
+        return _build_override(typing.get_args(kind)[1].of, value, name)
     if kind in (int, float) or origin is Annotated:
         base, bounds = typing.get_args(kind) if origin is Annotated else (kind, Range())
         number = _number(value)
@@ -379,6 +434,27 @@ def _build(kind, value, name: str):
             raise UserError(f"params.yaml: {label} must be a string, not {_show(value)}")
         return str(value)
     raise TypeError(f"unsupported param type {kind} for {label}")
+
+
+def _build_override(kind, value, name: str) -> dict:
+    """The keys of dataclass `kind` that `value` (a mapping, possibly empty) replaces, each built as
+    that field of `kind` is."""
+    if value is None:
+        value = {}  # `recipe:` with nothing after it
+    if not isinstance(value, dict):
+        raise UserError(f"params.yaml: {name} must be a mapping (possibly empty: {{}}), not {_show(value)}")
+    fields = [field.name for field in dataclasses.fields(kind)]
+    hints = typing.get_type_hints(kind, include_extras=True)
+    built = {}
+    for key, entry in value.items():
+        if key not in fields:
+            close = difflib.get_close_matches(str(key), fields, n=1)
+            hint = f"did you mean {close[0]}? " if close else ""
+            raise UserError(
+                f"params.yaml: unknown key {_join(name, key)}; {hint}{name} may override: {', '.join(fields)}"
+            )
+        built[key] = _build(hints[key], entry, _join(name, key))
+    return built
 
 
 def _show(value) -> str:

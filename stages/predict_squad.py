@@ -3,7 +3,8 @@
     python -m stages.predict_squad
 
 data/models/squad + data/squad/dev.json -> data/predictions/{predictions.json, nbest_predictions.json,
-and for v2.0 null_odds.json} (null score minus the best span's score, per question), with predict.*.
+and for v2.0 null_odds.json} (null score minus the best span's score, per question), with predict.*
+and finetune.precision (as predict_task).
 """
 
 import logging
@@ -41,10 +42,16 @@ def main() -> None:
     squad, spec = params.squad, params.predict
     examples = load_examples(DEV_FILE)
     features = make_features(
-        examples, tokenizer, squad.max_seq_length, squad.doc_stride, squad.max_query_length
+        examples,
+        tokenizer,
+        max_seq_length=squad.max_seq_length,
+        doc_stride=squad.doc_stride,
+        max_query_length=squad.max_query_length,
     )
     started = time.perf_counter()
-    start_logits, end_logits = predict_logits(model, features, spec.batch_size, device)
+    start_logits, end_logits = predict_logits(
+        model, features, batch_size=spec.batch_size, device=device, precision=params.finetune.precision
+    )
     seconds = time.perf_counter() - started
     log.info(
         "%d windows in %.1f s (%.1f windows/s on %s)", len(features), seconds, len(features) / seconds, device

@@ -47,10 +47,16 @@ def main() -> None:
         for split in task.dev_splits:
             dev_file = TASKS_DIR / task.name / task.splits[split]
             examples = read_split(task, dev_file)
-            features = make_features(examples, tokenizer, max_seq_length, task.kind == "choice")
+            features = make_features(
+                examples, tokenizer, max_seq_length=max_seq_length, multiple_choice=task.kind == "choice"
+            )
             started = time.perf_counter()
             logits = predict_logits(
-                model, features, params.predict.batch_size, device, params.finetune.precision
+                model,
+                features,
+                batch_size=params.predict.batch_size,
+                device=device,
+                precision=params.finetune.precision,
             )
             seconds = time.perf_counter() - started
             write_predictions(staging / f"{split}.tsv", task, predicted_labels(task, logits), examples.rows)

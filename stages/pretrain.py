@@ -18,52 +18,35 @@ import sys
 from pathlib import Path
 
 import torch
-import torch.distributed as dist
 
 from bert.checkpoints import UNREADABLE, file_sha256, list_checkpoints, load_checkpoint, run_signature
-from bert.distributed import node_rank_to_join, relaunch_under_torchrun, setup_distributed
+from bert.distributed import Distributed, launch
 from bert.errors import UserError, run_main
-from bert.global_batch import accumulation_steps
 from bert.modeling import BertConfig, BertForPreTraining
 from bert.optim import build_optimizer, fit_optimizer_state, warmup_poly_schedule
 from bert.pretraining import pretraining_objective
 from bert.pretraining_loader import DynamicMasking, PretrainingData
 from bert.training import TrainConfig, train
-from stages.params import load_params
+from stages.params import Params, load_params
 
 log = logging.getLogger("pretrain")
 PHASES = ("phase1", "phase2")
-POLY_POWER = 0.5  # NVIDIA's BERT phases decay the LR as (1 - progress) ** 0.5
+USAGE = "python -m stages.pretrain phase1|phase2 [--join NODE_RANK]"
 
 
 def main() -> None:
-    usage = "python -m stages.pretrain phase1|phase2 [--join NODE_RANK]"
     if len(sys.argv) < 2 or sys.argv[1] not in PHASES:
-        raise UserError(f"usage: {usage}")
+        raise UserError(f"usage: {USAGE}")
     phase = sys.argv[1]
     params = load_params()
-    d = params.distributed
-    node_rank = node_rank_to_join(sys.argv[2:], d.nnodes, usage)
-    if node_rank is None:
-        raise UserError(f"usage: {usage}")
-    if relaunch_under_torchrun(
-        ["stages.pretrain", phase], d.nproc_per_node, d.nnodes, d.rdzv_endpoint, d.max_restarts, node_rank
-    ):
-        return
-    distributed = setup_distributed(d.backend, d.timeout_minutes)
-    try:
-        pretrain(params, phase, distributed)
-    finally:
-        if dist.is_initialized():
-            dist.destroy_process_group()
+    params.check_global_batch(phase)
+    command = ["stages.pretrain", phase]
+    launch(command, sys.argv[2:], USAGE, params.distributed, lambda d: pretrain(params, phase, d))
 
 
-def pretrain(params, phase: str, distributed) -> None:
+def pretrain(params: Params, phase: str, distributed: Distributed) -> None:
     spec = getattr(params.pretrain, phase)
     examples = getattr(params.examples, phase)
-    accumulation = accumulation_steps(
-        spec.global_batch_size, spec.micro_batch_size, distributed.world_size, params=f"pretrain.{phase}."
-    )
     vocab_file = Path("data/vocab/vocab.txt")
     if not vocab_file.is_file():
         raise UserError(f"{vocab_file}: not found; run the `vocab` stage first")
@@ -100,7 +83,7 @@ def pretrain(params, phase: str, distributed) -> None:
     if phase == "phase2" and spec.init_optimizer_from_phase1:
         _load_phase1_optimizer(optimizer, params.pretrain.optimizer)
     warmup = round(spec.warmup_proportion * spec.max_steps)
-    scheduler = warmup_poly_schedule(optimizer, warmup, spec.max_steps, power=POLY_POWER)
+    scheduler = warmup_poly_schedule(optimizer, warmup, spec.max_steps, params.pretrain.decay_power)
 
     masking = None
     if params.examples.masking == "dynamic":
@@ -126,17 +109,28 @@ def pretrain(params, phase: str, distributed) -> None:
         log.info(
             "%s: %s (%.1fM parameters), %d shards / %d sequences, global batch %d = %d x %d accum x %d ranks, %d steps",
             phase, params.model.size, model.num_parameters() / 1e6, len(shards), sum(data.sizes),
-            spec.global_batch_size, spec.micro_batch_size, accumulation, distributed.world_size, spec.max_steps,
+            spec.global_batch_size, spec.micro_batch_size, data.accumulation_steps, distributed.world_size,
+            spec.max_steps,
         )  # fmt: skip
         log.info(
             "batches cut to their longest sequence%s; encoder on %s",
             ", sequences binned by length" if length_binning else "",
             "packed real tokens (unpad)" if unpad else "padded batches",
         )
-    described = _described(params, phase, shards, length_binning)
-    config = TrainConfig(
+    config = train_config(params, phase, _described(params, phase, shards, length_binning))
+    train(model, data, pretraining_objective, optimizer, scheduler, config)
+    if distributed.is_main:
+        model.save_pretrained(
+            f"data/models/{phase}", vocab_file=vocab_file, lower_case=params.vocab.lower_case
+        )
+        log.info("wrote data/models/%s", phase)
+
+
+def train_config(params: Params, phase: str, described: dict) -> TrainConfig:
+    """The training loop's settings for `phase`, every one from params.yaml."""
+    spec = getattr(params.pretrain, phase)
+    return TrainConfig(
         max_steps=spec.max_steps,
-        grad_accum_steps=accumulation,
         precision=params.pretrain.precision,
         grad_clip=params.pretrain.grad_clip,
         log_every=params.pretrain.log_every,
@@ -152,17 +146,11 @@ def pretrain(params, phase: str, distributed) -> None:
         run_signature=run_signature(described),
         run_description=described,
         execution={
-            "unpad": unpad,
+            "unpad": params.pretrain.unpad,
             "use_apex": params.pretrain.use_apex,
             "data_workers": params.pretrain.data_workers,
         },
     )
-    train(model, data, pretraining_objective, optimizer, scheduler, config)
-    if distributed.is_main:
-        model.save_pretrained(
-            f"data/models/{phase}", vocab_file=vocab_file, lower_case=params.vocab.lower_case
-        )
-        log.info("wrote data/models/%s", phase)
 
 
 def _described(params, phase: str, shards: list[Path], length_binning: bool) -> dict:
@@ -190,6 +178,8 @@ def _described(params, phase: str, shards: list[Path], length_binning: bool) -> 
     }
     if length_binning:  # another data order; named only when on, so older checkpoints still resume
         described["length_binning"] = True
+    if params.pretrain.decay_power != 0.5:  # the schedule's shape; 0.5 was fixed before it was a param
+        described["decay_power"] = params.pretrain.decay_power
     return described
 
 

@@ -32,9 +32,7 @@ def train_tiny(shards: list[Path], global_batch_size: int, micro_batch_size: int
         world_size=world_size,
         length_binning=True,
     )
-    config = TrainConfig(
-        max_steps=STEPS, grad_accum_steps=data.accumulation_steps, log_every=1, progress=False
-    )
+    config = TrainConfig(max_steps=STEPS, log_every=1, progress=False)
     summary = train(model, data, pretraining_objective, optimizer, scheduler, config)
     return model.state_dict(), summary
 

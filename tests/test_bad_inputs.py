@@ -259,7 +259,7 @@ def finetune_project(train) -> Callable[[Path], None]:
     """A tiny random BERT as data/weights/phase2 and `train` as data/squad/train.json."""
 
     def build(root: Path) -> None:
-        set_params(root, {"finetune.init": "phase2", "finetune.epochs": 1, "finetune.global_batch_size": 2, "finetune.micro_batch_size": 2,
+        set_params(root, {"finetune.init": "phase2", "squad.recipe": {"epochs": 1, "global_batch_size": 2, "micro_batch_size": 2},
                           "squad.max_seq_length": 32, "squad.doc_stride": 16, "squad.max_query_length": 8})  # fmt: skip
         write_json(root, "data/squad/train.json", train)
         torch.manual_seed(0)
@@ -421,7 +421,7 @@ CASES = [
          ("data/squad/train.json", "question q2", "'plausible_answers' is 0, not a list"), "data/models/squad",
          fix=json_file("data/squad/train.json", squad_json([QUESTION, UNANSWERABLE], "v2.0"))),
     Case("squad-fewer-windows-than-a-batch", FINETUNE, finetune_project(squad_json([QUESTION])),
-         ("data/squad/train.json", "1 training windows", "finetune.global_batch_size 2"), "data/models/squad",
+         ("data/squad/train.json", "1 training windows", "global_batch_size 2 (finetune.recipe, squad.recipe)"), "data/models/squad",
          fix=json_file("data/squad/train.json", GOOD_TRAIN)),
     Case("squad-duplicate-ids", PREDICT, predict_project(squad_json([QUESTION, QUESTION])),
          ("data/squad/dev.json", "question id 'q1' occurs twice"), "data/predictions",

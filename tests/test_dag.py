@@ -158,8 +158,8 @@ def test_fine_tune_only_run_from_a_real_checkpoint(project, minilm_dir):
         {
             "weights.minilm": str(minilm_dir),
             "finetune.init": "minilm",
-            "finetune.epochs": 0.05,  # a few steps: what is tested is what runs, not the F1
-            "finetune.learning_rate": 1e-4,
+            "squad.recipe.epochs": 0.05,  # a few steps: what is tested is what runs, not the F1
+            "squad.recipe.learning_rate": 1e-4,
             "squad.max_seq_length": 128,
             "vocab.lower_case": True,
         },

@@ -280,6 +280,7 @@ def test_pretraining_loss_reports_padding_waste():
 def test_stage_runs_binned_and_unpadded(tmp_path, monkeypatch):
     """stages.pretrain wires pretrain.length_binning and pretrain.unpad into the loader, the model
     and the metrics."""
+    from bert.distributed import setup_distributed
     from stages import pretrain as stage
     from stages.params import load_params
     from tests.stage_workspace import make_workspace, set_params
@@ -289,8 +290,7 @@ def test_stage_runs_binned_and_unpadded(tmp_path, monkeypatch):
                       "pretrain.phase1.max_steps": 4})  # fmt: skip
     monkeypatch.chdir(root)
     params = load_params()
-    distributed = stage.setup_distributed("gloo", 5)
-    stage.pretrain(params, "phase1", distributed)
+    stage.pretrain(params, "phase1", setup_distributed("gloo", 5))
     metrics = json.loads((root / "metrics/pretrain_phase1.json").read_text())
     assert metrics["steps"] == 4 and 0 <= metrics["padding_waste"] < 0.5
     assert (root / "dvclive/pretrain_phase1/plots/metrics/train/padding_waste.tsv").is_file()

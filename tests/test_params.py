@@ -40,7 +40,8 @@ def test_committed_params_load_cleanly(monkeypatch):
     monkeypatch.chdir(REPO)
     params = load_params()
     assert params.vocab.vocab_size == 8192 and params.squad.max_seq_length == 192
-    assert params.finetune.epochs == 4 and params.finetune.learning_rate == 0.001
+    assert params.recipe("squad").epochs == 4 and params.recipe("squad").learning_rate == 0.001
+    assert params.recipe("rte").epochs == 3 and params.recipe("rte").learning_rate == 0.0005
     assert params.pretrain.length_binning and params.finetune.length_binning
     assert params.examples.phase1.max_seq_length == 128 and params.examples.phase2.max_seq_length == 512
     assert params.engine.scheduler == "local" and params.engine.workers >= 1
@@ -56,11 +57,13 @@ def test_the_schema_does_not_import_torch():
 
 
 def test_numbers_written_as_strings_are_numbers(project):
-    # `dvc exp run -S finetune.learning_rate=6e-5` writes 6e-05, which YAML 1.1 reads as a string.
-    write_params(project, {"finetune.learning_rate": "6e-05", "pretrain.phase1.max_steps": "1e3"})
-    assert yaml.safe_load((project / "params.yaml").read_text())["finetune"]["learning_rate"] == "6e-05"
+    # `dvc exp run -S squad.recipe.learning_rate=6e-5` writes 6e-05, which YAML 1.1 reads as a string.
+    write_params(project, {"squad.recipe.learning_rate": "6e-05", "pretrain.phase1.max_steps": "1e3"})
+    assert (
+        yaml.safe_load((project / "params.yaml").read_text())["squad"]["recipe"]["learning_rate"] == "6e-05"
+    )
     params = load_params()
-    assert params.finetune.learning_rate == pytest.approx(6e-5)
+    assert params.recipe("squad").learning_rate == pytest.approx(6e-5)
     assert params.pretrain.phase1.max_steps == 1000 and isinstance(params.pretrain.phase1.max_steps, int)
 
 
@@ -108,22 +111,49 @@ NAN, INF = math.nan, math.inf
         ("pretrain.data_workers", -1, ["pretrain.data_workers is -1", ">= 0"]),
         ("seed", -1, ["seed is -1", "an integer in [0, 4294967295]"]),
         ("seed", 2**32, ["seed is 4294967296", "in [0, 4294967295]"]),
-        ("finetune.seed", -1, ["finetune.seed is -1", "in [0, 4294967295]"]),
+        ("finetune.recipe.seed", -1, ["finetune.recipe.seed is -1", "in [0, 4294967295]"]),
         ("compute.num_workers", -1, ["compute.num_workers is -1", ">= 0 (0 = all CPU cores)"]),
         (
             "compute.scheduler",
             "slurm",
             ["compute.scheduler is 'slurm'", "allowed: local, dask, or a Dask scheduler"],
         ),
-        ("finetune.global_batch_size", 0, ["finetune.global_batch_size is 0", "an integer >= 1"]),
+        (
+            "finetune.recipe.global_batch_size",
+            0,
+            ["finetune.recipe.global_batch_size is 0", "an integer >= 1"],
+        ),
         ("finetune.save_every", 0, ["finetune.save_every is 0", ">= 1"]),
         ("finetune.log_every", -1, ["finetune.log_every is -1", ">= 1"]),
-        ("finetune.epochs", INF, ["finetune.epochs is inf", "a finite number > 0"]),
-        ("finetune.epochs", 0, ["finetune.epochs is 0", "> 0"]),
-        ("finetune.micro_batch_size", 0, ["finetune.micro_batch_size is 0", ">= 1"]),
-        ("finetune.learning_rate", -5e-5, ["finetune.learning_rate is -5e-05", "> 0"]),
-        ("finetune.learning_rate", "fast", ["finetune.learning_rate is 'fast'", "a finite number > 0"]),
-        ("finetune.warmup_proportion", -0.1, ["finetune.warmup_proportion is -0.1", "in [0, 1)"]),
+        ("finetune.recipe.epochs", INF, ["finetune.recipe.epochs is inf", "a finite number > 0"]),
+        ("finetune.recipe.epochs", 0, ["finetune.recipe.epochs is 0", "> 0"]),
+        ("finetune.recipe.micro_batch_size", 0, ["finetune.recipe.micro_batch_size is 0", ">= 1"]),
+        ("finetune.recipe.learning_rate", -5e-5, ["finetune.recipe.learning_rate is -5e-05", "> 0"]),
+        (
+            "finetune.recipe.learning_rate",
+            "fast",
+            ["finetune.recipe.learning_rate is 'fast'", "a finite number > 0"],
+        ),
+        (
+            "finetune.recipe.warmup_proportion",
+            -0.1,
+            ["finetune.recipe.warmup_proportion is -0.1", "in [0, 1)"],
+        ),
+        ("finetune.recipe.optimizer", "sgd", ["finetune.recipe.optimizer is 'sgd'", "allowed: adamw, lamb"]),
+        ("finetune.recipe.decay_power", -1, ["finetune.recipe.decay_power is -1", ">= 0"]),
+        # a task's or SQuAD's changes to the recipe: each checked as the recipe's own field is
+        ("squad.recipe.learning_rate", 0, ["squad.recipe.learning_rate is 0", "a finite number > 0"]),
+        ("tasks.rte.recipe.seed", 2**32, ["tasks.rte.recipe.seed is 4294967296", "in [0, 4294967295]"]),
+        (
+            "tasks.rte.recipe.lerning_rate",
+            1e-4,
+            ["unknown key tasks.rte.recipe.lerning_rate", "did you mean learning_rate?"],
+        ),
+        (
+            "tasks.rte.recipe",
+            [1e-4],
+            ["tasks.rte.recipe must be a mapping (possibly empty: {}), not [0.0001]"],
+        ),
         ("predict.batch_size", 0, ["predict.batch_size is 0", ">= 1"]),
         ("predict.n_best_size", 0, ["predict.n_best_size is 0", ">= 1"]),
         ("predict.max_answer_length", 0, ["predict.max_answer_length is 0", ">= 1"]),
@@ -205,7 +235,7 @@ NAN, INF = math.nan, math.inf
         ("vocab.url", None, ["vocab.url must be a string, not null"]),
         # keys that are not in the schema
         ("shard.colour", "blue", ["unknown key shard.colour", "shard takes: num_train_shards"]),
-        ("finetune.epoch", 2, ["unknown key finetune.epoch; did you mean epochs?"]),
+        ("finetune.recipe.epoch", 2, ["unknown key finetune.recipe.epoch; did you mean epochs?"]),
         ("seeds", 1, ["unknown key seeds; did you mean seed?"]),
         ("pretrain.phase1.init_optimizer_from_phase1", True, ["unknown key pretrain.phase1.init_optimizer_"]),
         # files and lists
@@ -238,7 +268,7 @@ def leaf_and_section_paths(node: dict, path: tuple = ()):
 
 def test_deleting_any_key_is_one_line_naming_it(project):
     paths = list(leaf_and_section_paths(repo_params()))
-    assert ("finetune", "epochs") in paths and ("squad", "sources", "v1.1", "train") in paths
+    assert ("finetune", "recipe", "epochs") in paths and ("squad", "sources", "v1.1", "train") in paths
     assert len(paths) > 100
     for path in paths:
         params = repo_params()
@@ -248,6 +278,10 @@ def test_deleting_any_key_is_one_line_naming_it(project):
             node = node[key]
         del node[last]
         (project / "params.yaml").write_text(yaml.safe_dump(params))
+        if parents[-1:] == ["recipe"] and parents != ["finetune", "recipe"]:
+            # a change to finetune.recipe taken back: the recipe's own value again
+            assert getattr(load_params().recipe(parents[-2]), last) == params["finetune"]["recipe"][last]
+            continue
         with pytest.raises(UserError) as error:
             load_params()
         assert str(error.value) == f"params.yaml: {'.'.join(path)} is missing; {MISSING_HINT}"
@@ -291,3 +325,24 @@ def test_an_empty_or_broken_file_is_one_line(project):
         load_params()
     assert str(error.value).startswith("params.yaml: not valid YAML at line 2, column 1: ")
     assert "\n" not in str(error.value)
+
+
+@pytest.mark.parametrize(
+    ("of", "changes", "words"),
+    [
+        ("phase1", {"distributed.nproc_per_node": 3}, "pretrain.phase1: global_batch_size 32 is not a multiple "
+         "of micro_batch_size 32 x world size 3 (distributed.nproc_per_node x nnodes)"),
+        ("rte", {"tasks.rte.recipe.micro_batch_size": 5}, "finetune.recipe with tasks.rte.recipe: global_batch_size "
+         "16 is not a multiple of micro_batch_size 5 x world size 1 (distributed.nproc_per_node x nnodes)"),
+        ("squad", {"finetune.recipe.micro_batch_size": 4, "distributed.nnodes": 8}, "finetune.recipe with "
+         "squad.recipe: global_batch_size 16 is not a multiple of micro_batch_size 4 x world size 8 (distributed.nproc_per_node x nnodes)"),
+    ],
+)  # fmt: skip
+def test_a_global_batch_that_does_not_split_over_the_processes_is_one_line(project, of, changes, words):
+    write_params(project, changes)
+    params = load_params()  # the other stages' batches may still be fine
+    with pytest.raises(UserError) as error:
+        params.check_global_batch(of)
+    assert str(error.value) == f"params.yaml: {words}; change one of them so that it divides exactly"
+    write_params(project, {})
+    load_params().check_global_batch(of)

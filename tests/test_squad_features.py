@@ -195,7 +195,9 @@ def test_offsets_are_exact_for_every_context_token(tokenizer):
     """Each context token's span in the original text normalises to the token itself (lower-cased,
     accents stripped), so offsets point into the original string, not the normalised one."""
     examples = [make_example(f"q{i}", "what?", c, c.split()[0]) for i, c in enumerate(CONTEXTS)]
-    features = make_features(examples, tokenizer, max_seq_length=256, max_query_length=16, progress=False)
+    features = make_features(
+        examples, tokenizer, doc_stride=128, max_seq_length=256, max_query_length=16, progress=False
+    )
     checked = 0
     for f in range(len(features)):
         context = examples[features.example_index[f]].context
@@ -213,7 +215,9 @@ def test_word_offsets_span_the_pieces_of_each_word(tokenizer):
     """A token's word span holds the token; consecutive tokens share it exactly when the second
     is a ## piece; it holds no whitespace; outside the context it is (-1, -1) like the offsets."""
     examples = [make_example(f"q{i}", "what?", c, c.split()[0]) for i, c in enumerate(CONTEXTS)]
-    features = make_features(examples, tokenizer, max_seq_length=256, max_query_length=16, progress=False)
+    features = make_features(
+        examples, tokenizer, doc_stride=128, max_seq_length=256, max_query_length=16, progress=False
+    )
     for f in range(len(features)):
         context = examples[features.example_index[f]].context
         positions = np.flatnonzero(features.offsets[f, :, 0] >= 0)
@@ -230,7 +234,9 @@ def test_word_offsets_span_the_pieces_of_each_word(tokenizer):
 
 def test_layout_of_a_feature(tokenizer):
     example = make_example("q", "Where is the café?", CONTEXTS[0], "São Paulo")
-    features = make_features([example], tokenizer, max_seq_length=64, max_query_length=4, progress=False)
+    features = make_features(
+        [example], tokenizer, doc_stride=128, max_seq_length=64, max_query_length=4, progress=False
+    )
     ids = features.input_ids[0]
     cls_id, sep_id = tokenizer.token_to_id("[CLS]"), tokenizer.token_to_id("[SEP]")
     question = tokenizer.encode("Where is the café?", add_special_tokens=False).ids[:4]
@@ -313,13 +319,14 @@ def test_question_truncated_to_max_query_length(tokenizer):
     features = make_features(
         [make_example("q", question, CONTEXTS[1], "American")],
         tokenizer,
+        doc_stride=128,
         max_seq_length=64,
         max_query_length=10,
         progress=False,
     )
     assert int((features.token_type_ids[0] == 0).sum() - (features.attention_mask[0] == 0).sum()) == 12
     with pytest.raises(ValueError, match="max_seq_length"):
-        make_features([], tokenizer, max_seq_length=20, max_query_length=17)
+        make_features([], tokenizer, doc_stride=128, max_seq_length=20, max_query_length=17)
 
 
 def test_each_context_token_has_exactly_one_max_context_window(tokenizer):
@@ -448,7 +455,9 @@ def test_v2_perfect_null_logits_predict_empty(tokenizer):
 def test_postprocess_respects_max_answer_length_and_order(tokenizer):
     context = "alpha beta gamma delta epsilon"
     example = make_example("q", "?", context, "alpha")
-    features = make_features([example], tokenizer, max_seq_length=32, max_query_length=4, progress=False)
+    features = make_features(
+        [example], tokenizer, doc_stride=128, max_seq_length=32, max_query_length=4, progress=False
+    )
     start = np.zeros((1, 32), dtype=np.float32)
     end = np.zeros((1, 32), dtype=np.float32)
     first = int(np.flatnonzero(features.offsets[0, :, 0] >= 0)[0])  # "alpha"
@@ -466,7 +475,9 @@ def test_postprocess_respects_max_answer_length_and_order(tokenizer):
 
 def test_no_valid_span_predicts_empty(tokenizer):
     example = make_example("q", "?", "alpha beta gamma", "alpha")
-    features = make_features([example], tokenizer, max_seq_length=16, max_query_length=4, progress=False)
+    features = make_features(
+        [example], tokenizer, doc_stride=128, max_seq_length=16, max_query_length=4, progress=False
+    )
     context = np.flatnonzero(features.offsets[0, :, 0] >= 0)
     start = np.zeros((1, 16), dtype=np.float32)
     end = np.zeros((1, 16), dtype=np.float32)
@@ -489,7 +500,9 @@ def answer_for_pieces(tokenizer, context, pieces):
     """The answer postprocess gives when the model points at the first run of context tokens
     whose WordPiece strings are `pieces` (so each case also shows how the vocab splits it)."""
     example = SquadExample("q", "t", "which?", context, [])
-    features = make_features([example], tokenizer, progress=False)
+    features = make_features(
+        [example], tokenizer, max_seq_length=384, doc_stride=128, max_query_length=64, progress=False
+    )
     assert len(features) == 1
     tokens = [tokenizer.id_to_token(int(i)) for i in features.input_ids[0]]
     positions = np.flatnonzero(features.offsets[0, :, 0] >= 0)
@@ -584,7 +597,9 @@ def test_gold_answers_survive_the_widening_to_words(tokenizer):
     post-processing it gives the gold text at least as often as the token offsets alone would
     (the old cut). A gold answer ending inside a word would be lost by the widening."""
     examples = load_examples(Path(__file__).resolve().parents[1] / "data/sample/squad/v1.1/dev-v1.1.json")
-    features = make_features(examples, tokenizer, max_seq_length=1024, max_query_length=16, progress=False)
+    features = make_features(
+        examples, tokenizer, doc_stride=128, max_seq_length=1024, max_query_length=16, progress=False
+    )
     assert len(features) == len(examples)  # one window per question
     by_token_offsets = by_postprocess = total = 0
     for k in range(max(len(e.answers) for e in examples)):

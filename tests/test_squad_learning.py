@@ -81,8 +81,9 @@ def test_tiny_bert_learns_a_span_task(tmp_path):
     held_out = set(pairs[:150])
     train_examples = make_examples(rng, [p for p in pairs if p not in held_out], "train")
     dev_examples = make_examples(rng, sorted(held_out), "dev")
-    train_features = make_features(train_examples, tokenizer, 64, 32, 12, progress=False)
-    dev_features = make_features(dev_examples, tokenizer, 64, 32, 12, progress=False)
+    windows = dict(max_seq_length=64, doc_stride=32, max_query_length=12, progress=False)
+    train_features = make_features(train_examples, tokenizer, **windows)
+    dev_features = make_features(dev_examples, tokenizer, **windows)
     assert len(train_features) == len(train_examples)  # one window each: the task is about the span
 
     torch.manual_seed(0)
@@ -109,7 +110,9 @@ def test_tiny_bert_learns_a_span_task(tmp_path):
     )  # fmt: skip
     assert summary["loss"] < 0.5 * summary["first_loss"]
 
-    start_logits, end_logits = predict_logits(model, dev_features, batch_size=64, progress=False)
+    start_logits, end_logits = predict_logits(
+        model, dev_features, batch_size=64, device="cpu", precision="fp32", progress=False
+    )
     predictions, _, _ = postprocess(dev_examples, dev_features, start_logits, end_logits, max_answer_length=5)
     scores = evaluate(as_squad_json(dev_examples), predictions)
     assert scores["f1"] >= 90, scores

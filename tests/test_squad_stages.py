@@ -29,17 +29,11 @@ def subset(source: Path, target: Path, articles: int) -> None:
 def make_project(root: Path, vocab_file: Path, version: str) -> Path:
     root.mkdir(parents=True)
     squad = {"version": version, "max_seq_length": 64, "doc_stride": 32, "max_query_length": 16}
-    finetune = {
-        "init": "phase2",
-        "epochs": 1,
-        "global_batch_size": 4,
-        "micro_batch_size": 4,
-        "log_every": 1,
-        "save_every": 2,
-    }
+    finetune = {"init": "phase2", "log_every": 1, "save_every": 2}
     benchmark = {"batch_size": 2, "seq_length": 32, "warmup_steps": 0, "steps": 2, "dev_windows": 16}
     write_params(root, {**{f"squad.{key}": value for key, value in squad.items()},
                         **{f"finetune.{key}": value for key, value in finetune.items()},
+                        "squad.recipe": {"epochs": 1, "global_batch_size": 4, "micro_batch_size": 4},
                         **{f"benchmark.{key}": value for key, value in benchmark.items()},
                         "predict.batch_size": 8})  # fmt: skip
     subset(SAMPLE / version / f"train-{version}.json", root / "data/squad/train.json", articles=8)
@@ -221,7 +215,7 @@ def test_prediction_runs_longest_first_in_trimmed_batches_and_keeps_the_order():
     hook = model.register_forward_hook(
         lambda module, args, kwargs, output: shapes.append(tuple(kwargs["input_ids"].shape)), with_kwargs=True
     )
-    start, end = predict_logits(model, features, batch_size=4, progress=False)
+    start, end = predict_logits(model, features, batch_size=4, device="cpu", precision="fp32", progress=False)
     hook.remove()
 
     # Longest first, each batch cut to its longest window: 4 x 24, 4 x 15, 3 x 7 (in the given

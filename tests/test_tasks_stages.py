@@ -37,8 +37,8 @@ def make_project(root: Path, vocab_file: Path, tasks: list[str]) -> Path:
         "predict.batch_size": 32,
     }
     for task in tasks:
-        settings = {"sources": SOURCES[task], "max_seq_length": 48, "epochs": 1, "global_batch_size": 16,
-                    "micro_batch_size": 16}  # fmt: skip
+        settings = {"sources": SOURCES[task], "max_seq_length": 48,
+                    "recipe": {"epochs": 1, "global_batch_size": 16, "micro_batch_size": 16}}  # fmt: skip
         changes.update({f"tasks.{task}.{key}": value for key, value in settings.items()})
     write_params(root, changes)
     torch.manual_seed(0)
@@ -143,7 +143,7 @@ def test_two_ranks_train_the_model_one_rank_trains(tmp_path, uncased_vocab):
         init = BertForQuestionAnswering.from_pretrained(root / "data/weights/phase2")
         init.config.hidden_dropout_prob = init.config.attention_probs_dropout_prob = 0.0
         init.save_pretrained(root / "data/weights/phase2", vocab_file=uncased_vocab)
-        set_params(root, {"tasks.rte.micro_batch_size": 8,
+        set_params(root, {"tasks.rte.recipe": {"micro_batch_size": 8},
                           "distributed.nproc_per_node": ranks,
                           "distributed.rdzv_endpoint": f"localhost:{29700 + os.getpid() % 200}"})  # fmt: skip
         run(root, "stages.download_task", "rte")

@@ -49,6 +49,14 @@ def pretrain(
     return model, summary
 
 
+class Accumulated(list):
+    """Micro-batches of which `accumulation_steps` make one optimizer step, as the loaders say."""
+
+    def __init__(self, batches: list, accumulation_steps: int):
+        super().__init__(batches)
+        self.accumulation_steps = accumulation_steps
+
+
 def test_resume_gives_identical_weights(tmp_path):
     shards = write_shards(tmp_path / "shards")  # 97 rows, 12 batches of 8 per epoch: 16 steps cross an epoch
     straight, _ = pretrain(tmp_path / "straight", shards, 16, total_steps=16, workers=1)
@@ -229,14 +237,16 @@ def test_accumulation_equals_large_batch(optimizer_name):
         model = Regression()
         optimizer = build_optimizer(model, optimizer_name, 1e-2, 0.01)
         scheduler = warmup_poly_schedule(optimizer, 0, 1)
-        batches = [{"x": x[i : i + size], "y": y[i : i + size]} for i in range(0, 32, size)]
+        batches = Accumulated(
+            [{"x": x[i : i + size], "y": y[i : i + size]} for i in range(0, 32, size)], accum
+        )
         train(
             model,
             batches,
             per_row(mse),
             optimizer,
             scheduler,
-            TrainConfig(max_steps=1, grad_accum_steps=accum, grad_clip=0.1, progress=False),
+            TrainConfig(max_steps=1, grad_clip=0.1, progress=False),
         )
         results.append(model.state_dict())
     for name in results[0]:

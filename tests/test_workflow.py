@@ -76,7 +76,8 @@ def clone(tmp_path_factory) -> Path:
     # model): 300 phase-1 steps, one SQuAD epoch, and one task of each kind (multiple choice,
     # classes over two dev splits, a score) instead of all nine.
     set_params(
-        path, {"pretrain.phase1.max_steps": 300, "finetune.epochs": 1, "tasks.run": ["swag", "mnli", "stsb"]}
+        path,
+        {"pretrain.phase1.max_steps": 300, "squad.recipe.epochs": 1, "tasks.run": ["swag", "mnli", "stsb"]},
     )
     result = dvc("repro", "--force", cwd=path)
     assert set(stages_run(result.stdout)) >= {
@@ -129,7 +130,7 @@ def test_data_stages_are_byte_identical_when_forced(clone):
 
 def test_experiment_then_metrics_diff(clone):
     # a quarter epoch: what is tested is DVC's bookkeeping of the experiment, not its F1
-    dvc("exp", "run", "--name", "lr-6e-5", "-S", "finetune.learning_rate=6e-5", "-S", "finetune.epochs=0.25", cwd=clone)  # fmt: skip
+    dvc("exp", "run", "--name", "lr-6e-5", "-S", "squad.recipe.learning_rate=6e-5", "-S", "squad.recipe.epochs=0.25", cwd=clone)  # fmt: skip
     shown = json.loads(dvc("exp", "show", "--json", cwd=clone).stdout)
     names = [
         rev.get("name")
@@ -147,7 +148,7 @@ def test_experiment_then_metrics_diff(clone):
     assert {"accuracy_matched", "accuracy_mismatched"} <= set(files["metrics/tasks/mnli.json"]["data"])
     assert 0 <= files["metrics/glue.json"]["data"]["glue_score"] <= 100
     params = json.loads(dvc("params", "diff", "HEAD", "lr-6e-5", "--json", cwd=clone).stdout)
-    assert params["params.yaml"]["finetune.learning_rate"]["new"] == pytest.approx(6e-5)
+    assert params["params.yaml"]["squad.recipe.learning_rate"]["new"] == pytest.approx(6e-5)
     dvc("exp", "apply", "lr-6e-5", cwd=clone)  # the workspace now holds the experiment
     run(["git", "checkout", "."], cwd=clone)
     dvc("checkout", "--force", cwd=clone)
@@ -156,7 +157,7 @@ def test_experiment_then_metrics_diff(clone):
 def test_queued_sweep_and_seed_study(clone):
     dvc("exp", "remove", "--all-commits", cwd=clone)  # the study covers these two experiments only
     # two seeds, a quarter epoch each: what is tested is the queue and the summary, not the spread
-    dvc("exp", "run", "--queue", "-S", "finetune.seed=1,2", "-S", "finetune.epochs=0.25", cwd=clone)
+    dvc("exp", "run", "--queue", "-S", "++squad.recipe.seed=1,2", "-S", "squad.recipe.epochs=0.25", cwd=clone)
     dvc("queue", "start", "--jobs", "1", cwd=clone)
     _wait_for_queue(clone)
     summary = run([sys.executable, "-m", "stages.stability"], cwd=clone)

@@ -28,14 +28,16 @@ def answer_question(
     tokenizer,
     question: str,
     context: str,
+    *,
+    max_seq_length: int,
+    doc_stride: int,
+    max_query_length: int,
     n_best_size: int = 20,
     max_answer_length: int = 30,
-    max_seq_length: int = 384,
-    doc_stride: int = 128,
-    max_query_length: int = 64,
     allow_no_answer: bool = False,
     null_score_diff_threshold: float = 0.0,
     batch_size: int = 16,
+    precision: str = "fp32",
 ) -> tuple[str, list[dict]]:
     """The answer (a substring of `context`, or "" when `allow_no_answer` and the model says
     there is none) and the n-best list [{text, probability, start_logit, end_logit}, ...]."""
@@ -45,12 +47,19 @@ def answer_question(
     example = SquadExample("question", "", question, context, [])
     try:
         features = make_features(
-            [example], tokenizer, max_seq_length, doc_stride, max_query_length, progress=False
+            [example],
+            tokenizer,
+            max_seq_length=max_seq_length,
+            doc_stride=doc_stride,
+            max_query_length=max_query_length,
+            progress=False,
         )
     except ValueError as error:  # window settings that leave no room for the context
         raise UserError(str(error)) from None
     device = next(model.parameters()).device
-    start_logits, end_logits = predict_logits(model, features, batch_size, device, progress=False)
+    start_logits, end_logits = predict_logits(
+        model, features, batch_size=batch_size, device=device, precision=precision, progress=False
+    )
     predictions, nbest, _ = postprocess(
         [example],
         features,
@@ -78,6 +87,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--max-seq-length", type=int, default=384)
     parser.add_argument("--doc-stride", type=int, default=128)
     parser.add_argument("--max-query-length", type=int, default=64)
+    parser.add_argument("--precision", choices=("fp32", "bf16", "fp16"), default="fp32")
     parser.add_argument(
         "--allow-no-answer",
         action="store_true",
@@ -113,6 +123,7 @@ def main(argv: list[str] | None = None) -> None:
         max_query_length=args.max_query_length,
         allow_no_answer=args.allow_no_answer,
         null_score_diff_threshold=args.null_threshold,
+        precision=args.precision,
     )
     if args.json:
         print(json.dumps({"answer": answer, "nbest": nbest}, ensure_ascii=False, indent=2))

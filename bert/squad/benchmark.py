@@ -124,7 +124,12 @@ def dev_windows(
 ) -> SquadFeatures:
     """The windows of a SQuAD file, as predict_squad makes them; a seeded sample of `windows`."""
     features = make_features(
-        load_examples(squad_file), tokenizer, seq_len, doc_stride, max_query_length, progress=False
+        load_examples(squad_file),
+        tokenizer,
+        max_seq_length=seq_len,
+        doc_stride=doc_stride,
+        max_query_length=max_query_length,
+        progress=False,
     )
     if windows is None or windows >= len(features):
         return features
@@ -169,7 +174,11 @@ def benchmark_dev_inference(
     logits at real tokens: the speed-up is for the same answers."""
     device = torch.device(device)
     ours = BertForQuestionAnswering.from_pretrained(directory).to(device)
-    runs = {"ours": lambda: predict_logits(ours, features, batch_size, device, precision, progress=False)[0]}
+    runs = {
+        "ours": lambda: predict_logits(
+            ours, features, batch_size=batch_size, device=device, precision=precision, progress=False
+        )[0]
+    }
     if compare:
         theirs = load_transformers(directory, device)
         runs["transformers"] = lambda: logits_in_file_order(
@@ -179,7 +188,7 @@ def benchmark_dev_inference(
             theirs, features, batch_size, device, precision, True
         )
     warmup = features.select(slice(batch_size))
-    predict_logits(ours, warmup, batch_size, device, precision, progress=False)
+    predict_logits(ours, warmup, batch_size=batch_size, device=device, precision=precision, progress=False)
     if compare:
         logits_in_file_order(theirs, warmup, batch_size, device, precision, trim=False)
     seconds = {name: [] for name in runs}

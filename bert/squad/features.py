@@ -72,9 +72,10 @@ def window_starts(num_tokens: int, window_length: int, doc_stride: int) -> list[
 def make_features(
     examples: list[SquadExample],
     tokenizer: Tokenizer,
-    max_seq_length: int = 384,
-    doc_stride: int = 128,
-    max_query_length: int = 64,
+    *,
+    max_seq_length: int,
+    doc_stride: int,
+    max_query_length: int,
     progress: bool = True,
 ) -> SquadFeatures:
     """Tokenise and window every example (see `SquadFeatures`). Questions are cut to

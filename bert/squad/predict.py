@@ -12,9 +12,10 @@ from bert.squad.features import SquadFeatures
 def predict_logits(
     model: nn.Module,
     features: SquadFeatures,
-    batch_size: int = 64,
-    device: torch.device | str = "cpu",
-    precision: str = "fp32",
+    *,
+    batch_size: int,
+    device: torch.device | str,
+    precision: str,
     progress: bool = True,
 ) -> tuple[np.ndarray, np.ndarray]:
     """Start and end logits [F, S] (float32) of every window, in the features' order. The windows

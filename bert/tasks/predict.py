@@ -12,9 +12,10 @@ from bert.tasks.features import TaskFeatures
 def predict_logits(
     model: nn.Module,
     features: TaskFeatures,
-    batch_size: int = 64,
-    device: torch.device | str = "cpu",
-    precision: str = "fp32",
+    *,
+    batch_size: int,
+    device: torch.device | str,
+    precision: str,
     progress: bool = True,
 ) -> np.ndarray:
     """Logits (float32) [N, classes], [N, choices], or [N, 1] for a score, in the features' order."""
