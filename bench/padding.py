@@ -24,7 +24,7 @@ import torch.nn.functional as F
 
 from bert.binning import BIN_WINDOW
 from bert.modeling import BertConfig, BertForPreTraining
-from bert.pretraining_loader import PretrainingData
+from bert.pretraining.loader import PretrainingData
 
 VARIANTS = ("full_length", "trimmed", "trimmed_unpadded", "binned", "binned_unpadded")
 

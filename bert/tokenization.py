@@ -5,16 +5,12 @@ features, prediction), so a vocabulary always means the same ids everywhere.
 """
 
 import json
-import shutil
-from collections.abc import Callable, Iterable
 from pathlib import Path
 
 import numpy as np
-from tokenizers import Tokenizer, decoders, normalizers, pre_tokenizers, processors, trainers
+from tokenizers import Tokenizer, decoders, normalizers, pre_tokenizers, processors
 from tokenizers.models import WordPiece
 
-from bert.atomic import atomic_folder
-from bert.corpus.download import download
 from bert.errors import UserError
 
 SPECIAL_TOKENS = ("[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]")
@@ -65,51 +61,15 @@ def load_tokenizer_from_dir(directory: str | Path, default_lower_case: bool = Tr
     return load_tokenizer(directory / "vocab.txt", lower_case), lower_case
 
 
-def _bert_tokenizer_without_vocab(lower_case: bool) -> Tokenizer:
+def tokenizer_without_vocab(lower_case: bool) -> Tokenizer:
+    """BERT's normaliser and pre-tokeniser over an empty WordPiece model: what a vocabulary is
+    trained with (bert.vocab) and what `load_tokenizer` fills."""
     tokenizer = Tokenizer(WordPiece(unk_token="[UNK]", max_input_chars_per_word=100))
     tokenizer.normalizer = normalizers.BertNormalizer(
         clean_text=True, handle_chinese_chars=True, strip_accents=None, lowercase=lower_case
     )
     tokenizer.pre_tokenizer = pre_tokenizers.BertPreTokenizer()
     return tokenizer
-
-
-def train_wordpiece(
-    sentences: Callable[[], Iterable[str]], vocab_size: int, min_frequency: int = 2, lower_case: bool = True
-) -> list[str]:
-    """Train a BERT WordPiece vocabulary of at most `vocab_size` tokens; returns the tokens in id
-    order. `sentences()` streams the training text (it is called twice). Same normaliser and
-    pre-tokeniser as `load_tokenizer`; SPECIAL_TOKENS take ids 0..4; continuations start `##`.
-
-    tokenizers' trainer numbers `##` pieces in hash-map order, and merges with equal counts are
-    then picked differently from run to run (huggingface/tokenizers#1794). Declaring every `##`
-    piece up front, sorted, fixes their ids and makes the result the same on every run."""
-    tokenizer = _bert_tokenizer_without_vocab(lower_case)
-    characters: set[str] = set()
-    for sentence in sentences():
-        characters.update(sentence)
-    continuations = set()
-    for character in characters:
-        normalized = tokenizer.normalizer.normalize_str(character)
-        # characters BERT splits off as words of their own (punctuation, CJK) never continue a word
-        words = tokenizer.pre_tokenizer.pre_tokenize_str("a" + normalized)
-        if normalized and [word for word, _ in words] == ["a" + normalized]:
-            continuations.update(normalized)
-    trainer = trainers.WordPieceTrainer(
-        vocab_size=vocab_size,
-        min_frequency=min_frequency,
-        special_tokens=[*SPECIAL_TOKENS, *sorted("##" + c for c in continuations)],
-        continuing_subword_prefix="##",
-        show_progress=False,
-    )
-    tokenizer.train_from_iterator(sentences(), trainer=trainer)
-    vocab = tokenizer.get_vocab(with_added_tokens=False)
-    return sorted(vocab, key=vocab.__getitem__)
-
-
-def save_vocab(tokens: list[str], path: str | Path) -> None:
-    """Write `vocab.txt`: one token per line, line number = id."""
-    Path(path).write_text("".join(f"{token}\n" for token in tokens), encoding="utf-8")
 
 
 def continuation_table(tokenizer: Tokenizer) -> np.ndarray:
@@ -204,38 +164,3 @@ class SentenceEncoder:
         sentence_ends = ends[chunk_ids == 0]
         sentence_lengths = np.diff(sentence_ends, prepend=0).astype(np.int32)
         return self.pieces[gather], sentence_lengths
-
-
-def prepare_vocab(
-    source: str,
-    output_dir: str | Path,
-    lower_case: bool,
-    sentences: Callable[[], Iterable[str]] | None = None,
-    vocab_size: int = 30522,
-    min_frequency: int = 2,
-    url: str = "",
-    checksum: str | None = None,
-) -> Path:
-    """Make output_dir/vocab.txt and output_dir/tokenizer_config.json ({"do_lower_case": ...}).
-
-    source: "train" (WordPiece trained on `sentences()`), "google" (download `url`, verified
-    against `checksum`) or "file:<path>" (a copy). The folder is built beside output_dir and
-    renamed into place (bert.atomic)."""
-    with atomic_folder(output_dir) as building:
-        vocab_file = building / "vocab.txt"
-        if source == "train":
-            if sentences is None:
-                raise ValueError("vocab source `train` needs sentences")
-            save_vocab(train_wordpiece(sentences, vocab_size, min_frequency, lower_case), vocab_file)
-        elif source == "google":
-            download(url, vocab_file, checksum)
-        elif source.startswith("file:"):
-            given = Path(source[len("file:") :])
-            if not given.is_file():
-                raise UserError(f"{given}: vocabulary file not found (vocab.source: {source})")
-            shutil.copyfile(given, vocab_file)
-        else:
-            raise UserError(f"vocab.source is {source!r}; allowed: train, google, file:<path>")
-        load_tokenizer(vocab_file, lower_case)  # fails with a clear message if it is not a BERT vocab
-        (building / "tokenizer_config.json").write_text(json.dumps({"do_lower_case": lower_case}) + "\n")
-    return Path(output_dir) / "vocab.txt"

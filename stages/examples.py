@@ -4,10 +4,10 @@ sentence shards of every corpus, mixed as params.mixing says."""
 import argparse
 import logging
 
-from bert.corpus.mixing import create_examples
 from bert.corpus.sentence_shards import train_shards
 from bert.errors import run_main
-from bert.pretraining_data import ExampleConfig
+from bert.pretraining.instances import ExampleConfig
+from bert.pretraining.mixing import create_examples
 from stages.params import load_params
 
 SHARDS = "data/shards"

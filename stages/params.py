@@ -318,16 +318,18 @@ class Params:
         """Every training stage, before any work: the global batch of `of` (phase1, phase2, squad or
         a task) splits into micro-batches on every process, or one line names the params."""
         if of in ("phase1", "phase2"):
-            spec, where = getattr(self.pretrain, of), f"pretrain.{of}"
+            spec, where, prefix = getattr(self.pretrain, of), "", f"pretrain.{of}."
         else:
-            spec = self.recipe(of)
-            where = "finetune.recipe with " + ("squad.recipe" if of == "squad" else f"tasks.{of}.recipe")
+            spec, prefix = self.recipe(of), ""
+            where = (
+                "finetune.recipe with " + ("squad.recipe" if of == "squad" else f"tasks.{of}.recipe") + ": "
+            )
         world_size = self.distributed.nproc_per_node * self.distributed.nnodes
         if spec.global_batch_size % (spec.micro_batch_size * world_size):
             raise UserError(
-                f"params.yaml: {where}: global_batch_size {spec.global_batch_size} is not a multiple of "
-                f"micro_batch_size {spec.micro_batch_size} x world size {world_size} (distributed.nproc_per_node "
-                "x nnodes); change one of them so that it divides exactly"
+                f"params.yaml: {where}{prefix}global_batch_size {spec.global_batch_size} is not a multiple of "
+                f"{prefix}micro_batch_size {spec.micro_batch_size} x world size {world_size} "
+                "(distributed.nproc_per_node x nnodes); change one of them so that it divides exactly"
             )
 
     def finetuning(self, of: str) -> dict:

@@ -24,8 +24,8 @@ from bert.distributed import Distributed, launch
 from bert.errors import UserError, run_main
 from bert.modeling import BertConfig, BertForPreTraining
 from bert.optim import build_optimizer, fit_optimizer_state, warmup_poly_schedule
-from bert.pretraining import pretraining_objective
-from bert.pretraining_loader import DynamicMasking, PretrainingData
+from bert.pretraining.loader import DynamicMasking, PretrainingData
+from bert.pretraining.loss import pretraining_objective
 from bert.training import TrainConfig, train
 from stages.params import Params, load_params
 

@@ -6,7 +6,7 @@ from functools import partial
 
 from bert.corpus.sentence_shards import iter_sentences, train_shards
 from bert.errors import run_main
-from bert.tokenization import prepare_vocab
+from bert.vocab import prepare_vocab
 from stages.params import load_params
 
 OUTPUT = "data/vocab"

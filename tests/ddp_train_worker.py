@@ -9,8 +9,8 @@ import torch
 
 from bert.distributed import rank_and_world_size, setup_distributed
 from bert.optim import build_optimizer, warmup_poly_schedule
-from bert.pretraining import pretraining_objective
-from bert.pretraining_loader import PretrainingData
+from bert.pretraining.loader import PretrainingData
+from bert.pretraining.loss import pretraining_objective
 from bert.training import TrainConfig, train
 from tests.shard_fixtures import tiny_model
 

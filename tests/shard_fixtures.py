@@ -5,8 +5,8 @@ from pathlib import Path
 import h5py
 import numpy as np
 
-from bert.masking import mask_batch
 from bert.modeling import BertConfig, BertForPreTraining
+from bert.pretraining.masking import mask_batch
 
 VOCAB = (
     ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
@@ -33,7 +33,7 @@ def write_shard(
 ) -> Path:
     """Rows of random real length in [min_length (default seq_len // 2), seq_len], then padding.
     Static masks: exactly max_pred tokens per row, or with `drawn_masks` drawn as the examples
-    stage draws them (bert.masking, masked_lm_prob 0.15: rows of different lengths mask different
+    stage draws them (bert.pretraining.masking, masked_lm_prob 0.15: rows of different lengths mask different
     numbers of tokens, as real shards do)."""
     rng = np.random.default_rng(seed)
     input_ids = np.zeros((rows, seq_len), np.int32)

@@ -19,7 +19,7 @@ from bert.distributed import relaunch_under_torchrun, setup_distributed, torchru
 from bert.errors import UserError
 from bert.modeling import BertForPreTraining
 from bert.optim import Lamb, build_optimizer, fit_optimizer_state, warmup_poly_schedule
-from bert.pretraining import pretraining_loss, pretraining_objective
+from bert.pretraining.loss import pretraining_loss, pretraining_objective
 from bert.training import TrainConfig, per_row, train
 from tests.shard_fixtures import tiny_model, write_shards
 from tests.stage_workspace import REPO

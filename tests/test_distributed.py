@@ -10,7 +10,7 @@ import torch
 from bert.checkpoints import list_checkpoints, load_checkpoint
 from bert.distributed import relaunch_under_torchrun, torchrun_command
 from bert.errors import UserError
-from bert.pretraining_loader import PretrainingData
+from bert.pretraining.loader import PretrainingData
 from tests.ddp_train_worker import train_tiny
 from tests.shard_fixtures import write_shards
 from tests.stage_workspace import REPO, make_workspace, run_stage, set_params

@@ -17,8 +17,8 @@ from bert.modeling import (
     packed_attention,
 )
 from bert.optim import build_optimizer, parameter_groups
-from bert.pretraining import pretraining_loss
-from bert.pretraining_loader import PAD_TO_MULTIPLE, DynamicMasking, PretrainingData
+from bert.pretraining.loader import PAD_TO_MULTIPLE, DynamicMasking, PretrainingData
+from bert.pretraining.loss import pretraining_loss
 from tests.shard_fixtures import VOCAB, write_shards, write_vocab
 
 torch.set_num_threads(1)
@@ -119,7 +119,7 @@ def test_binning_windows_cover_a_long_epoch(tmp_path):
 
 
 def test_binning_with_dynamic_masking(tmp_path):
-    pytest.importorskip("bert.masking")
+    pytest.importorskip("bert.pretraining.masking")
     shards = write_shards(tmp_path / "s", sizes=(60, 50), seq_len=32, max_pred=3, dynamic=True, min_length=6)
     masking = DynamicMasking.from_vocab(write_vocab(tmp_path / "vocab.txt"), 0.15, 3, whole_word_mask=False)
     data = PretrainingData(

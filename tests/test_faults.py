@@ -53,12 +53,12 @@ runpy.run_module(module, run_name="__main__", alter_sys=True)
 
 # 0.1 s more per training step: 24 steps take seconds, so a kill lands between checkpoints.
 SLOW_STEPS = """
-import dataclasses, bert.pretraining
-_loss = bert.pretraining.pretraining_loss
+import dataclasses, bert.pretraining.loss
+_loss = bert.pretraining.loss.pretraining_loss
 def pretraining_loss(model, batch):
     time.sleep(0.1)
     return _loss(model, batch)
-bert.pretraining.pretraining_objective = dataclasses.replace(bert.pretraining.pretraining_objective, loss=pretraining_loss)
+bert.pretraining.loss.pretraining_objective = dataclasses.replace(bert.pretraining.loss.pretraining_objective, loss=pretraining_loss)
 """
 
 # The checkpoint of step 12 reaches its file in 8 KiB pieces, 0.2 s apart.
@@ -495,12 +495,12 @@ EXAMPLES = Path("data/examples")
 
 # 0.5 s more per output shard of stages.examples (intra mixing: one task per output shard).
 SLOW_EXAMPLE_SHARDS = """
-import bert.corpus.mixing
-_task = bert.corpus.mixing._intra_task
+import bert.pretraining.mixing
+_task = bert.pretraining.mixing._intra_task
 def intra_task(*args):
     time.sleep(0.5)
     return _task(*args)
-bert.corpus.mixing._intra_task = intra_task
+bert.pretraining.mixing._intra_task = intra_task
 """
 
 # Removing the previous output is slow (for a real corpus: hundreds of GB of parts); the child
@@ -711,7 +711,7 @@ def test_disk_full_while_a_worker_writes_its_part_of_the_documents(
             _examples_workspace,
             ("stages.examples", "phase1"),
             "compute.num_workers",
-            dict(module="bert.corpus.mixing", function="_intra_task", condition="task_args[0] == 2"),
+            dict(module="bert.pretraining.mixing", function="_intra_task", condition="task_args[0] == 2"),
             "data/examples/phase1",
             None,  # the stage has no metrics file (its manifest is in the output)
             "data/examples/phase1/part_00002.hdf5",
@@ -720,7 +720,7 @@ def test_disk_full_while_a_worker_writes_its_part_of_the_documents(
             _inter_examples_workspace,
             ("stages.examples", "phase1"),
             "compute.num_workers",
-            dict(module="bert.corpus.mixing", function="_corpus_task", condition="task_args[0] == 1"),
+            dict(module="bert.pretraining.mixing", function="_corpus_task", condition="task_args[0] == 1"),
             "data/examples/phase1",
             None,
             "data/shards/bookcorpus/train_00000.parquet",  # corpus 1's one file
@@ -729,7 +729,7 @@ def test_disk_full_while_a_worker_writes_its_part_of_the_documents(
             _inter_examples_workspace,
             ("stages.examples", "phase1"),
             "compute.num_workers",
-            dict(module="bert.corpus.mixing", function="_mix_task", condition="task_args[0] == 2"),
+            dict(module="bert.pretraining.mixing", function="_mix_task", condition="task_args[0] == 2"),
             "data/examples/phase1",
             None,
             "data/examples/phase1/part_00002.hdf5",

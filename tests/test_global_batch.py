@@ -9,7 +9,7 @@ import pytest
 from bert.binning import window_batches
 from bert.finetune import FineTuningBatches
 from bert.global_batch import accumulation_steps
-from bert.pretraining_loader import PretrainingData
+from bert.pretraining.loader import PretrainingData
 from bert.squad.features import SquadFeatures
 from bert.training import _Batches
 from tests.shard_fixtures import write_shards

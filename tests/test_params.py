@@ -330,8 +330,8 @@ def test_an_empty_or_broken_file_is_one_line(project):
 @pytest.mark.parametrize(
     ("of", "changes", "words"),
     [
-        ("phase1", {"distributed.nproc_per_node": 3}, "pretrain.phase1: global_batch_size 32 is not a multiple "
-         "of micro_batch_size 32 x world size 3 (distributed.nproc_per_node x nnodes)"),
+        ("phase1", {"distributed.nproc_per_node": 3}, "pretrain.phase1.global_batch_size 32 is not a multiple "
+         "of pretrain.phase1.micro_batch_size 32 x world size 3 (distributed.nproc_per_node x nnodes)"),
         ("rte", {"tasks.rte.recipe.micro_batch_size": 5}, "finetune.recipe with tasks.rte.recipe: global_batch_size "
          "16 is not a multiple of micro_batch_size 5 x world size 1 (distributed.nproc_per_node x nnodes)"),
         ("squad", {"finetune.recipe.micro_batch_size": 4, "distributed.nnodes": 8}, "finetune.recipe with "

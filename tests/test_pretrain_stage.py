@@ -63,6 +63,6 @@ def test_a_global_batch_that_does_not_split_is_one_line_naming_the_params(tmp_pa
     result = run_stage(root, "stages.pretrain", "phase1")
     assert result.returncode == 1
     assert result.stderr.strip().splitlines()[-1] == (
-        "error: params.yaml: pretrain.phase1.global_batch_size 8 is not a multiple of "
-        "pretrain.phase1.micro_batch_size 3 x world size 1 (= 3); change one of them so that it divides exactly"
+        "error: params.yaml: pretrain.phase1.global_batch_size 8 is not a multiple of pretrain.phase1.micro_batch_size "
+        "3 x world size 1 (distributed.nproc_per_node x nnodes); change one of them so that it divides exactly"
     )

@@ -7,9 +7,8 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from bert.examples_format import ShardWriter, read_shard
-from bert.masking import mask_batch
-from bert.pretraining_data import (
+from bert.pretraining.hdf5 import ShardWriter, read_shard
+from bert.pretraining.instances import (
     ExampleConfig,
     TokenizedDocuments,
     create_from_files,
@@ -17,6 +16,7 @@ from bert.pretraining_data import (
     truncate,
     truncation,
 )
+from bert.pretraining.masking import mask_batch
 from bert.tokenization import continuation_table, load_tokenizer
 
 MAX_SEQ, MAX_PRED = 64, 10
@@ -310,7 +310,7 @@ def test_cli_text_and_parquet(inputs, uncased_vocab, tmp_path):
     command = [
         sys.executable,
         "-m",
-        "bert.pretraining_data",
+        "bert.pretraining.instances",
         "--input",
         str(tmp_path.parent / "*" / "*.parquet"),
     ]
@@ -330,7 +330,7 @@ def test_cli_text_and_parquet(inputs, uncased_vocab, tmp_path):
         "1",
     ]
     done = subprocess.run(
-        [sys.executable, "-m", "bert.pretraining_data", "--input", inputs[0], *args],
+        [sys.executable, "-m", "bert.pretraining.instances", "--input", inputs[0], *args],
         capture_output=True,
         text=True,
     )

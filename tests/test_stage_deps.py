@@ -183,3 +183,22 @@ if __name__ == "__main__":
     problems = stage_dep_problems()
     print("\n".join(problems) if problems else "dvc.yaml deps are exact")
     sys.exit(1 if problems else 0)
+
+
+def stages_depending_on(path: str, root: Path = REPO) -> set[str]:
+    """The stages whose deps include `path`, as DVC itself reads dvc.yaml (foreach expanded)."""
+    from dvc.repo import Repo
+
+    with Repo(str(root)) as repo:
+        return {stage.addressing for stage in repo.index.stages for dep in stage.deps if dep.def_path == path}
+
+
+def test_an_edit_to_the_downloader_reruns_only_what_downloads():
+    """The layers DVC reruns by: the downloader (transport, checksums, staging) is imported by the
+    download stages and the vocabulary (Google's is downloaded) and by nothing that trains,
+    predicts or evaluates, so fixing a download bug never retrains a model."""
+    downloader = next(p for p in ("bert/download.py", "bert/corpus/download.py") if (REPO / p).is_file())
+    affected = {name.split("@")[0] for name in stages_depending_on(downloader)}
+    assert affected == {"download", "download_squad", "download_weights", "download_task", "vocab"}
+    tokenizer = {name.split("@")[0] for name in stages_depending_on("bert/tokenization.py")}
+    assert {"finetune_squad", "finetune_task", "predict_squad", "examples"} <= tokenizer

@@ -9,8 +9,8 @@ from torch import nn
 from bert.checkpoints import list_checkpoints, save_checkpoint
 from bert.errors import UserError
 from bert.optim import build_optimizer, warmup_poly_schedule
-from bert.pretraining import pretraining_objective
-from bert.pretraining_loader import DynamicMasking, PretrainingData
+from bert.pretraining.loader import DynamicMasking, PretrainingData
+from bert.pretraining.loss import pretraining_objective
 from bert.training import TrainConfig, per_row, train, truncate_live_history
 from tests.shard_fixtures import tiny_model, write_shard, write_shards, write_vocab
 
@@ -369,7 +369,7 @@ def test_training_stages_import_the_code_their_loop_runs_before_it_starts(stage)
     ).stdout
     loop = ["bert.binning", "bert.checkpoints", "bert.distributed", "bert.modeling", "bert.optim"]
     loop += ["bert.precision", "bert.training"]
-    pretraining_only = ["bert.masking", "bert.pretraining", "bert.pretraining_loader"]
+    pretraining_only = ["bert.pretraining.masking", "bert.pretraining.loss", "bert.pretraining.loader"]
     if stage == "stages.pretrain":
         loop += pretraining_only
     else:
@@ -478,7 +478,7 @@ def test_loader_shuffles_shards_per_epoch_and_skips_exactly(tmp_path):
 
 
 def test_loader_dynamic_masking(tmp_path):
-    pytest.importorskip("bert.masking")
+    pytest.importorskip("bert.pretraining.masking")
     shards = write_shards(tmp_path / "shards", dynamic=True)
     masking = DynamicMasking.from_vocab(write_vocab(tmp_path / "vocab.txt"), 0.15, 3, whole_word_mask=False)
     data = PretrainingData(shards, global_batch_size=8, micro_batch_size=8, seed=5, masking=masking)

@@ -16,7 +16,7 @@ With `length_binning`, global batches are also formed from sequences of similar 
 
 The position inside an epoch is "global samples consumed", a multiple of G; `skip_samples` resumes
 there exactly. Shards written with `masking="dynamic"` hold unmasked pairs: the loader masks each
-piece of a batch with bert.masking.mask_batch and an rng seeded from (seed, epoch, shard, first
+piece of a batch with bert.pretraining.masking.mask_batch and an rng seeded from (seed, epoch, shard, first
 row), so masks change every epoch and a resumed run draws the same masks as an uninterrupted one.
 """
 
@@ -30,16 +30,16 @@ from torch.utils.data import DataLoader, Dataset
 
 from bert.binning import bin_by_length, window_batches
 from bert.errors import UserError
-from bert.examples_format import NAMES, describe_shards
 from bert.global_batch import accumulation_steps, micro_slice
-from bert.masking import mask_batch
+from bert.pretraining.hdf5 import NAMES, describe_shards
+from bert.pretraining.masking import mask_batch
 
 PAD_TO_MULTIPLE = 8  # tensor-core friendly widths, and at most S/8 shapes for torch.compile
 
 
 @dataclass
 class DynamicMasking:
-    """What bert.masking.mask_batch needs to mask unmasked pairs on the fly."""
+    """What bert.pretraining.masking.mask_batch needs to mask unmasked pairs on the fly."""
 
     masked_lm_prob: float
     max_predictions: int

@@ -26,9 +26,9 @@ from bert.atomic import atomic_folder
 from bert.compute import Compute
 from bert.corpus.sentence_shards import iter_documents
 from bert.errors import UserError
-from bert.examples_format import copy_instances
 from bert.parallel import run_tasks
-from bert.pretraining_data import ExampleConfig, ShardStats, write_instances
+from bert.pretraining.hdf5 import copy_instances
+from bert.pretraining.instances import ExampleConfig, ShardStats, write_instances
 
 
 def _identity(corpus_index: int, file_index: int, row: int) -> int:

@@ -8,7 +8,7 @@ The semantics are Google's `create_pretraining_data.py` (also NVIDIA's copy of i
   of another document ("random next", label 1), and the sentences of the chunk not used by A are
   put back for the next instance;
 - the pair is truncated to max_seq_length - 3 tokens, one token at a time from the longer segment,
-  from the front or the back at random; then `[CLS] A [SEP] B [SEP]` and masked LM (bert.masking);
+  from the front or the back at random; then `[CLS] A [SEP] B [SEP]` and masked LM (bert.pretraining.masking);
 - all of this dupe_factor times over the documents, with different random choices each pass.
 
 What differs is the machinery, for speed: sentences are tokenised in batches (with a word cache,
@@ -19,7 +19,7 @@ input shard is an independent task seeded from (seed, shard index), so outputs d
 the number of worker processes.
 
 Input: sentence shards or text (bert.corpus.sentence_shards). Output: HDF5 files in NVIDIA's
-layout (bert.examples_format).
+layout (bert.pretraining.hdf5).
 """
 
 import argparse
@@ -38,9 +38,9 @@ import numpy as np
 from bert.atomic import atomic_file
 from bert.corpus.sentence_shards import iter_documents
 from bert.errors import UserError, run_main
-from bert.examples_format import ShardWriter, copy_instances, shard_attrs
-from bert.masking import mask_batch
 from bert.parallel import run_tasks
+from bert.pretraining.hdf5 import ShardWriter, copy_instances, shard_attrs
+from bert.pretraining.masking import mask_batch
 from bert.tokenization import SentenceEncoder, continuation_table, load_tokenizer
 
 log = logging.getLogger(__name__)
@@ -427,7 +427,7 @@ def create_from_files(
 
 def main() -> None:
     parser = argparse.ArgumentParser(
-        prog="python -m bert.pretraining_data",
+        prog="python -m bert.pretraining.instances",
         description="Create BERT pretraining instances (HDF5, NVIDIA layout) from text or sentence shards.",
     )
     parser.add_argument(

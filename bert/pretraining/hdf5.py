@@ -47,7 +47,7 @@ ROWS_PER_HDF5_CHUNK = 1024
 
 
 def shard_attrs(config) -> dict:
-    """The file attributes for a bert.pretraining_data.ExampleConfig: how the shard was masked
+    """The file attributes for a bert.pretraining.instances.ExampleConfig: how the shard was masked
     (and how to mask it, if dynamic)."""
     return {
         "masking": "dynamic" if config.dynamic_masking else "static",
