@@ -25,7 +25,7 @@ $(STAMP): requirements.txt requirements-test.txt pyproject.toml
 
 demo: $(STAMP)
 	$(BIN)/dvc repro
-	@$(BIN)/python -m stages.summary
+	@$(BIN)/python -m scripts.summary
 
 # Two workers, each running whole files (a file's module fixtures are built once): the suite is
 # mostly single-threaded processes, so the second core halves the wall time.

@@ -55,7 +55,7 @@ def main() -> None:
             (f"synthetic {big.stat().st_size / 1e6:.0f} MB .xml", big),
         ):
             for processes in (1, 2):
-                stats = extract_wikipedia(dump, tmp / f"docs-{processes}", processes, "wikipedia")
+                stats = extract_wikipedia(dump, tmp / f"docs-{processes}", "wikipedia", processes)
                 m = stats.metrics()
                 results[f"extract {name}, {processes} process(es)"] = {
                     k: m[k]

@@ -11,7 +11,7 @@ Each (init, seed) runs finetune_task, predict_task and evaluate_task of every ta
 glue_score, with every task's seed set to the seed (params.yaml is restored afterwards, and the
 project's own task models, predictions, metrics and curves are moved aside and back; task
 checkpoints are removed, so that every run starts from its init). This is what `dvc exp run --queue -S 'tasks.<task>.seed=...'` for every task and
-`python -m stages.stability` give, without DVC's experiment bookkeeping.
+`python -m scripts.stability` give, without DVC's experiment bookkeeping.
 """
 
 import argparse

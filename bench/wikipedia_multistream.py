@@ -58,7 +58,7 @@ def measure(dump: Path, processes: int, out: Path) -> dict:
         cpu_seconds(resource.RUSAGE_CHILDREN),
         time.perf_counter(),
     )
-    stats = extract_wikipedia(dump, out, processes, corpus="wikipedia")
+    stats = extract_wikipedia(dump, out, "wikipedia", processes)
     wall = time.perf_counter() - wall
     main = cpu_seconds(resource.RUSAGE_SELF) - main
     workers = cpu_seconds(resource.RUSAGE_CHILDREN) - workers

@@ -37,8 +37,8 @@ START_METHOD = "fork"
 CONNECT_TIMEOUT = "30s"  # to a Dask scheduler given by its address
 
 
-class Workers:
-    """The workers of one stage: `with Workers(compute, initializer, initargs) as workers:` then
+class ComputePool:
+    """The workers of one stage: `with ComputePool(compute, initializer, initargs) as workers:` then
     `workers.map(function, tasks, describe)`. `compute` may be a number of local workers. With
     one local worker the tasks run in this process. `initializer(*initargs)` runs once in each
     worker process before its first task. Leaving the `with` block on an error stops the workers
@@ -66,7 +66,7 @@ class Workers:
         else:
             self._start_dask()
 
-    def __enter__(self) -> "Workers":
+    def __enter__(self) -> "ComputePool":
         return self
 
     def __exit__(self, kind, error, traceback) -> None:
@@ -202,7 +202,7 @@ def run_tasks(
     # The bar is closed before an error leaves (`with`), so the error stays the last line printed.
     with (
         tqdm(total=len(tasks), desc=description, unit="shard", disable=len(tasks) < 2) as bar,
-        Workers(compute) as workers,
+        ComputePool(compute) as workers,
     ):
         results = []
         for result in workers.map(function, tasks, describe):
@@ -211,7 +211,7 @@ def run_tasks(
         return results
 
 
-_started = None  # in a local pool's worker: Workers.started
+_started = None  # in a local pool's worker: ComputePool.started
 
 
 def _start_worker(started, initializer: Callable | None, initargs: tuple) -> None:

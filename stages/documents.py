@@ -7,15 +7,12 @@ metrics/documents_<corpus>.json.
 """
 
 import argparse
-import logging
 
 from bert.atomic import write_json
 from bert.corpus.books import format_books
 from bert.corpus.wikipedia import extract_wikipedia
 from bert.errors import UserError, run_main
 from stages.params import load_params
-
-log = logging.getLogger("stages.documents")
 
 
 def main() -> None:
@@ -25,17 +22,9 @@ def main() -> None:
     params = load_params()
     if corpus not in params.corpora:
         raise UserError(f"params.yaml: no `corpora.{corpus}`; corpora: {', '.join(params.corpora)}")
-    raw, out = f"data/raw/{corpus}", f"data/documents/{corpus}"
-    if params.corpora[corpus].kind == "wikipedia":
-        stats = extract_wikipedia(raw, out, params.engine, corpus)
-        metrics = stats.metrics()
-        log.info(
-            "%d pages -> %d documents in %.1fs: %.0f pages/s, %.2f MB/s of XML",
-            stats.pages, stats.documents, stats.seconds, metrics["pages_per_second"], metrics["megabytes_per_second"],
-        )  # fmt: skip
-    else:
-        metrics = format_books(raw, out, corpus, params.engine)
-    write_json(f"metrics/documents_{corpus}.json", metrics)
+    extract = {"wikipedia": extract_wikipedia, "text": format_books}[params.corpora[corpus].kind]
+    stats = extract(f"data/raw/{corpus}", f"data/documents/{corpus}", corpus, params.compute)
+    write_json(f"metrics/documents_{corpus}.json", stats.metrics())
 
 
 if __name__ == "__main__":

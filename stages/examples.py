@@ -40,7 +40,7 @@ def main() -> None:
         params.mixing.weights,
         params.mixing.num_output_shards,
         params.seed,
-        params.engine,
+        params.compute,
     )
     logging.getLogger("examples").info(
         "data/examples/%s: %d instances in %d shards, %d tokens, %.1f%% random next (%s mixing)",

@@ -285,12 +285,6 @@ class Benchmark:
 
 
 @dataclass
-class ComputeParams:
-    scheduler: str  # local | dask | the address of a Dask scheduler (tcp://host:8786)
-    num_workers: Annotated[int, Range(low=0, meaning="0 = all CPU cores")]
-
-
-@dataclass
 class Params:
     corpora: dict[str, Corpus]
     shard: Shard
@@ -307,7 +301,7 @@ class Params:
     predict: Predict
     benchmark: Benchmark
     seed: Seed
-    compute: ComputeParams
+    compute: Compute  # where the data stages run their tasks (bert.compute, bert.parallel)
 
     def recipe(self, of: str) -> Recipe:
         """The fine-tuning recipe of "squad" or a task: finetune.recipe with its overrides."""
@@ -339,11 +333,6 @@ class Params:
             k: v for k, v in dataclasses.asdict(self.finetune).items() if k not in ("init", "unpad", "recipe")
         }
         return {**dataclasses.asdict(self.recipe(of)), **shared}
-
-    @property
-    def engine(self) -> Compute:
-        """Where the data stages run their tasks (bert.parallel)."""
-        return Compute(self.compute.scheduler, self.compute.num_workers)
 
 
 def load_params(path: str | Path = PARAMS_FILE) -> Params:
@@ -522,6 +511,8 @@ def _check(params: Params) -> None:
     for task in params.tasks.run:
         settings: TaskParams = getattr(params.tasks, task)
         require_sources(f"tasks.{task}", settings.sources, settings.checksums)
+    workers = params.compute.num_workers
+    require(workers >= 0, f"compute.num_workers is {workers}; it must be an integer >= 0 (0 = all CPU cores)")
     scheduler = params.compute.scheduler
     require(
         scheduler in SCHEDULERS or is_scheduler_address(scheduler),

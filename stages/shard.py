@@ -24,7 +24,7 @@ def main() -> None:
         min_sentences=params.shard.min_sentences,
         punkt_mode=params.shard.punkt,
         seed=params.seed,
-        compute=params.engine,
+        compute=params.compute,
     )
     write_json(f"metrics/shard_{corpus}.json", metrics)
 

@@ -44,7 +44,7 @@ def test_squad_like_keeps_long_paragraphs_with_answerable_questions(tmp_path):
 def test_squad_like_from_real_wikipedia_has_squad_sized_paragraphs(tmp_path):
     from bert.corpus.wikipedia import extract_wikipedia
 
-    extract_wikipedia(SHARED_DUMP, tmp_path / "documents", compute=1, corpus="wikipedia")
+    extract_wikipedia(SHARED_DUMP, tmp_path / "documents", "wikipedia", compute=1)
     dataset = squad_like(tmp_path / "documents", questions_per_paragraph=1)
     contexts = [p["context"] for article in dataset["data"] for p in article["paragraphs"]]
     # SQuAD v1.1's paragraphs average ~750 characters; real Wikipedia prose gives the same order.

@@ -29,12 +29,12 @@ def test_txt_books_one_document_each(tmp_path):
     )
     # ... and a file without blank lines keeps one paragraph per line.
     (raw / "shelf" / "lines.txt").write_text("Ærø is an island.\nSkål!\n", encoding="utf-8")
-    stats = format_books(raw, tmp_path / "docs", "bookcorpus")
+    stats = format_books(raw, tmp_path / "docs", "bookcorpus", 1)
     docs = documents(tmp_path / "docs")
     assert [d["doc_id"] for d in docs] == ["bookcorpus:shelf/lines", "bookcorpus:wrapped"]
     assert docs[0]["text"] == "Ærø is an island.\nSkål!"
     assert docs[1]["text"] == "Chapter One\nIt was a dark and stormy night.\nThe end."
-    assert {d["corpus"] for d in docs} == {"bookcorpus"} and stats["documents"] == 2
+    assert {d["corpus"] for d in docs} == {"bookcorpus"} and stats.documents == 2
 
 
 def test_parquet_row_per_book(tmp_path):
@@ -42,7 +42,7 @@ def test_parquet_row_per_book(tmp_path):
     raw.mkdir()
     book = "A long book sentence.\n\n" * 200
     pq.write_table(pa.table({"text": [book, book.upper(), ""]}), raw / "books.parquet")
-    format_books(raw, tmp_path / "docs", "bookcorpus")
+    format_books(raw, tmp_path / "docs", "bookcorpus", 1)
     docs = documents(tmp_path / "docs")
     assert [d["doc_id"] for d in docs] == [
         "bookcorpus:books:0",
@@ -57,7 +57,7 @@ def test_parquet_row_per_line_without_book_id(tmp_path, monkeypatch):
     raw.mkdir()
     lines = [f"line {i} ." for i in range(6)] + [""] + ["after  a   blank ."]
     pq.write_table(pa.table({"text": lines}), raw / "lines.parquet")
-    format_books(raw, tmp_path / "docs", "bookcorpus")
+    format_books(raw, tmp_path / "docs", "bookcorpus", 1)
     docs = documents(tmp_path / "docs")
     assert [d["doc_id"] for d in docs] == ["bookcorpus:lines:0", "bookcorpus:lines:4", "bookcorpus:lines:7"]
     assert docs[0]["text"] == "line 0 .\nline 1 .\nline 2 .\nline 3 ."
@@ -72,7 +72,7 @@ def test_parquet_row_per_line_grouped_by_book_id(tmp_path):
         {"book_id": ["b1", "b1", "b2", "b2", "b2"], "text": ["One.", "Two.", "Three.", "Four.", "Five."]}
     )
     pq.write_table(table, raw / "ids.parquet")
-    format_books(raw, tmp_path / "docs", "bookcorpus")
+    format_books(raw, tmp_path / "docs", "bookcorpus", 1)
     docs = documents(tmp_path / "docs")
     assert [(d["title"], d["text"]) for d in docs] == [("b1", "One.\nTwo."), ("b2", "Three.\nFour.\nFive.")]
 
@@ -87,8 +87,8 @@ def test_tasks_write_their_parts_in_file_order_whatever_the_workers(tmp_path, mo
         (raw / f"{name}.txt").write_text(f"Book {name}, a story of forty-two characters.", encoding="utf-8")
     pq.write_table(pa.table({"book_id": ["x", "y"], "text": ["One.", "Two."]}), raw / "d.parquet")
     (raw / "e.txt").write_text("The last book.", encoding="utf-8")
-    stats = format_books(raw, tmp_path / "one", "bookcorpus")
-    format_books(raw, tmp_path / "two", "bookcorpus", compute=2)
+    stats = format_books(raw, tmp_path / "one", "bookcorpus", 1)
+    format_books(raw, tmp_path / "two", "bookcorpus", 2)
     one = {p.name: p.read_bytes() for p in sorted((tmp_path / "one").iterdir())}
     assert one == {p.name: p.read_bytes() for p in sorted((tmp_path / "two").iterdir())}
     assert list(one) == [
@@ -100,7 +100,7 @@ def test_tasks_write_their_parts_in_file_order_whatever_the_workers(tmp_path, mo
     assert [d["doc_id"] for d in documents(tmp_path / "one")] == [
         "bookcorpus:a", "bookcorpus:b", "bookcorpus:c", "bookcorpus:d:0", "bookcorpus:d:1", "bookcorpus:e"
     ]  # fmt: skip
-    assert stats == {"files": 5, "documents": 6, "skipped_empty": 0}
+    assert stats.metrics() == {"files": 5, "documents": 6, "skipped_empty": 0}
 
 
 def test_row_groups_are_bounded_by_bytes_of_text(tmp_path):
@@ -116,7 +116,7 @@ def test_row_groups_are_bounded_by_bytes_of_text(tmp_path):
 
 def expect_error(tmp_path, raw: Path, *fragments: str) -> None:
     with pytest.raises(UserError) as error:
-        format_books(raw, tmp_path / "out" / "docs", "bookcorpus")
+        format_books(raw, tmp_path / "out" / "docs", "bookcorpus", 1)
     for fragment in fragments:
         assert fragment in str(error.value)
     assert not (tmp_path / "out" / "docs").exists()

@@ -84,8 +84,8 @@ def test_parallel_reader_gives_the_sequential_documents(tmp_path, sample_xml, sm
     single = tmp_path / "single/testwiki-pages-articles.xml.bz2"
     single.parent.mkdir()
     single.write_bytes(bz2.compress(sample_xml))
-    parallel_stats = extract_wikipedia(dump.parent, tmp_path / "parallel", processes, corpus="wikipedia")
-    sequential_stats = extract_wikipedia(single.parent, tmp_path / "sequential", 1, corpus="wikipedia")
+    parallel_stats = extract_wikipedia(dump.parent, tmp_path / "parallel", "wikipedia", processes)
+    sequential_stats = extract_wikipedia(single.parent, tmp_path / "sequential", "wikipedia", 1)
     assert documents(tmp_path / "parallel") == documents(tmp_path / "sequential")
     assert len(documents(tmp_path / "parallel")) == 295
     # a part per range; the single stream's ~100 kB of wikitext is one task
@@ -103,7 +103,7 @@ def test_templates_reach_the_articles_of_other_ranges(tmp_path, monkeypatch):
     dump, index = small_wiki(tmp_path / "raw")
     assert len(list(stream_ranges(dump, index, 1))) == 7
     monkeypatch.setattr(wikipedia, "TASK_BYTES", 1)  # one page per task
-    extract_wikipedia(tmp_path / "raw", tmp_path / "docs", compute=2, corpus="wikipedia")
+    extract_wikipedia(tmp_path / "raw", tmp_path / "docs", "wikipedia", compute=2)
     quill = documents(tmp_path / "docs")[0]
     assert quill["text"].split("\n")[0] == "Zoë Quill was a map maker from Ærøskøbing. She drew coastal maps."
 
@@ -111,8 +111,8 @@ def test_templates_reach_the_articles_of_other_ranges(tmp_path, monkeypatch):
 def test_part_names_and_bytes_follow_the_input_alone(tmp_path, sample_xml, small_ranges):
     dump, _ = write_multistream(tmp_path / "raw", sample_xml)
     write_dump(tmp_path / "raw/zz-single.xml")  # a second dump, in one stream: its parts come after
-    extract_wikipedia(tmp_path / "raw", tmp_path / "one", compute=1, corpus="wikipedia")
-    extract_wikipedia(tmp_path / "raw", tmp_path / "many", compute=2, corpus="wikipedia")
+    extract_wikipedia(tmp_path / "raw", tmp_path / "one", "wikipedia", compute=1)
+    extract_wikipedia(tmp_path / "raw", tmp_path / "many", "wikipedia", compute=2)
     assert digests(tmp_path / "many") == digests(tmp_path / "one")
     assert list(digests(tmp_path / "one")) == [
         *(f"part-000-{number:06d}-00000.parquet" for number in range(4)),
@@ -142,7 +142,7 @@ def test_tasks_need_nothing_from_fork_and_return_no_text(tmp_path, sample_xml):
     """Both passes' tasks run in a spawn pool (fresh interpreters that inherit nothing): the same
     articles as the stage's own run, in the tasks' own parts; back come only counts."""
     dump, _ = write_multistream(tmp_path / "stage", sample_xml)
-    stats = extract_wikipedia(dump.parent, tmp_path / "docs", 1, "wikipedia")
+    stats = extract_wikipedia(dump.parent, tmp_path / "docs", "wikipedia", 1)
     tasks, templates_file, namespaces = range_tasks(tmp_path, sample_xml)
     parts = tmp_path / "parts"
     parts.mkdir()
@@ -209,7 +209,7 @@ def test_a_task_run_again_leaves_one_whole_part_and_no_temporary(tmp_path, sampl
 
 def expect_error(tmp_path: Path, message: str) -> None:
     with pytest.raises(UserError) as error:
-        extract_wikipedia(tmp_path / "raw", tmp_path / "out/docs", compute=2, corpus="wikipedia")
+        extract_wikipedia(tmp_path / "raw", tmp_path / "out/docs", "wikipedia", compute=2)
     assert str(error.value) == message
     assert not (tmp_path / "out/docs").exists()
     assert not list((tmp_path / "out").glob("*"))  # no temporary folder either
@@ -290,5 +290,5 @@ def test_index_without_its_dump(tmp_path):
 def test_multistream_dump_without_its_index_is_read_in_one_stream(tmp_path, sample_xml):
     dump, index = write_multistream(tmp_path / "raw", sample_xml)
     index.unlink()
-    stats = extract_wikipedia(tmp_path / "raw", tmp_path / "docs", compute=1, corpus="wikipedia")
+    stats = extract_wikipedia(tmp_path / "raw", tmp_path / "docs", "wikipedia", compute=1)
     assert stats.pages == 354 and stats.documents == 295

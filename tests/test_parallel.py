@@ -9,7 +9,7 @@ import pytest
 from bert.atomic import atomic_folder
 from bert.compute import Compute
 from bert.errors import UserError
-from bert.parallel import Workers, run_tasks
+from bert.parallel import ComputePool, run_tasks
 
 
 def square_slowly(value: int, seconds: float) -> int:
@@ -33,7 +33,7 @@ def fail_on_two(value: int) -> int:
 @pytest.mark.parametrize("num_workers", [1, 2, 3])
 def test_results_come_in_task_order_whatever_finishes_first(num_workers):
     tasks = [(value, 0.2 if value % 3 == 0 else 0.0) for value in range(10)]
-    with Workers(num_workers) as workers:
+    with ComputePool(num_workers) as workers:
         assert list(workers.map(square_slowly, tasks, describe=str)) == [value * value for value in range(10)]
 
 
@@ -45,7 +45,7 @@ def test_tasks_are_read_lazily_a_few_ahead_of_the_workers():
             read.append(value)
             yield (value, 0.0)
 
-    with Workers(2) as workers:
+    with ComputePool(2) as workers:
         results = workers.map(square_slowly, tasks(), describe=str)
         assert next(results) == 0
         assert len(read) < 20
@@ -82,12 +82,12 @@ def test_a_worker_that_dies_while_the_next_task_is_read_is_a_user_error_too():
                 time.sleep(1)
             yield (value,)
 
-    with pytest.raises(UserError, match="^input 1.*: a worker process died"), Workers(2) as workers:
+    with pytest.raises(UserError, match="^input 1.*: a worker process died"), ComputePool(2) as workers:
         list(workers.map(die_on_one_slowly, tasks(), describe=lambda task: f"input {task[0]}"))
 
 
 def test_an_error_in_a_task_reaches_the_caller_and_stops_the_workers():
-    with pytest.raises(UserError, match="input 2: bad"), Workers(2) as workers:
+    with pytest.raises(UserError, match="input 2: bad"), ComputePool(2) as workers:
         list(workers.map(fail_on_two, [(value,) for value in range(6)], describe=str))
 
 
@@ -130,7 +130,7 @@ def test_every_engine_gives_the_results_in_task_order(compute):
 
 
 def test_a_dask_worker_killed_once_has_its_task_run_again(tmp_path):
-    with Workers(Compute("dask", 2)) as workers:
+    with ComputePool(Compute("dask", 2)) as workers:
         results = list(workers.map(die_once, [(value, str(tmp_path)) for value in range(6)], describe=str))
     assert results == list(range(6)) and (tmp_path / "died-3").exists()
 
@@ -140,7 +140,7 @@ def test_a_task_that_kills_every_dask_worker_is_one_line_naming_it():
 
     with dask.config.set({"distributed.scheduler.allowed-failures": 1}):
         start = time.monotonic()
-        with pytest.raises(UserError) as caught, Workers(Compute("dask", 2)) as workers:
+        with pytest.raises(UserError) as caught, ComputePool(Compute("dask", 2)) as workers:
             list(
                 workers.map(always_die_on_three, [(value,) for value in range(6)], lambda t: f"input {t[0]}")
             )
@@ -155,7 +155,7 @@ def test_a_task_that_kills_every_dask_worker_is_one_line_naming_it():
 
 
 def test_a_user_error_in_a_dask_task_reaches_the_stage_as_it_is():
-    with pytest.raises(UserError, match="^input 2: bad$"), Workers(Compute("dask", 2)) as workers:
+    with pytest.raises(UserError, match="^input 2: bad$"), ComputePool(Compute("dask", 2)) as workers:
         list(workers.map(fail_on_two, [(value,) for value in range(6)], describe=str))
 
 
@@ -174,7 +174,7 @@ def test_a_scheduler_address_runs_the_tasks_in_the_stages_folder(tmp_path, monke
 def test_an_unreachable_scheduler_is_one_line_naming_it(monkeypatch):
     monkeypatch.setattr("bert.parallel.CONNECT_TIMEOUT", "1s")
     with pytest.raises(UserError) as caught:
-        Workers(Compute("tcp://127.0.0.1:9", 0))
+        ComputePool(Compute("tcp://127.0.0.1:9", 0))
     message = str(caught.value)
     assert message.startswith("compute.scheduler tcp://127.0.0.1:9: cannot reach the Dask scheduler")
     assert message.endswith(

@@ -44,7 +44,7 @@ def test_committed_params_load_cleanly(monkeypatch):
     assert params.recipe("rte").epochs == 3 and params.recipe("rte").learning_rate == 0.0005
     assert params.pretrain.length_binning and params.finetune.length_binning
     assert params.examples.phase1.max_seq_length == 128 and params.examples.phase2.max_seq_length == 512
-    assert params.engine.scheduler == "local" and params.engine.workers >= 1
+    assert params.compute.scheduler == "local" and params.compute.workers >= 1
 
 
 def test_the_schema_does_not_import_torch():

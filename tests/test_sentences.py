@@ -152,7 +152,7 @@ def observed_splits(documents: list[list[str]], boundary: str) -> list[bool]:
 
 def test_real_articles_split_right_at_hand_checked_boundaries(shared_data, tmp_path):
     extract_wikipedia(
-        shared_data / "enwiki-sample-70pages.xml.bz2", tmp_path / "docs", compute=1, corpus="wikipedia"
+        shared_data / "enwiki-sample-70pages.xml.bz2", tmp_path / "docs", "wikipedia", compute=1
     )
     texts = [row["text"] for row in pq.read_table(tmp_path / "docs").to_pylist()]
     parameters, _ = punkt.train_parameters(texts)

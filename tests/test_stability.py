@@ -3,7 +3,7 @@
 import pytest
 
 from bert.errors import UserError
-from stages.stability import experiment_rows, summarize
+from scripts.stability import experiment_rows, summarize
 
 
 def _experiment(name: str, seed: int, metrics: dict | None) -> dict:

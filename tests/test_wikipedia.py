@@ -80,7 +80,7 @@ def read_documents(folder: Path) -> list[dict]:
 @pytest.mark.parametrize("name", ["dump.xml", "dump.xml.bz2"])
 def test_extracts_article_prose_only(tmp_path, siteinfo, name):
     write_dump(tmp_path / "raw" / name, siteinfo=siteinfo)
-    stats = extract_wikipedia(tmp_path / "raw", tmp_path / "docs", compute=1, corpus="wikipedia")
+    stats = extract_wikipedia(tmp_path / "raw", tmp_path / "docs", "wikipedia", compute=1)
     docs = read_documents(tmp_path / "docs")
     assert [d["doc_id"] for d in docs] == ["wikipedia:1", "wikipedia:7"]
     assert {d["corpus"] for d in docs} == {"wikipedia"}
@@ -105,8 +105,8 @@ def test_same_output_with_one_or_two_processes(tmp_path, monkeypatch):
         tmp_path / "raw" / "b.xml.bz2",
         pages=[(100 + i, f"Article {i}", f"Text number {i}. More.", 0, None) for i in range(40)],
     )
-    extract_wikipedia(tmp_path / "raw", tmp_path / "one", compute=1, corpus="wikipedia")
-    extract_wikipedia(tmp_path / "raw", tmp_path / "two", compute=2, corpus="wikipedia")
+    extract_wikipedia(tmp_path / "raw", tmp_path / "one", "wikipedia", compute=1)
+    extract_wikipedia(tmp_path / "raw", tmp_path / "two", "wikipedia", compute=2)
     one = {p.name: p.read_bytes() for p in sorted((tmp_path / "one").iterdir())}
     assert one == {p.name: p.read_bytes() for p in sorted((tmp_path / "two").iterdir())}
     # a.xml: Zoë Quill's page alone, then Mercury (no document) and Harbour; b: tasks of 5 pages of 20-21 characters
@@ -137,14 +137,14 @@ def test_single_stream_bz2_on_either_decompressor(tmp_path, monkeypatch, decompr
     pages = PAGES + [(100 + i, f"Article {i}", f"Text number {i}. More.", 0, None) for i in range(40)]
     write_dump(tmp_path / "xml/dump.xml", pages=pages)
     write_dump(tmp_path / "bz2/dump.xml.bz2", pages=pages)
-    extract_wikipedia(tmp_path / "xml", tmp_path / "from-xml", compute=2, corpus="wikipedia")
-    extract_wikipedia(tmp_path / "bz2", tmp_path / "from-bz2", compute=2, corpus="wikipedia")
+    extract_wikipedia(tmp_path / "xml", tmp_path / "from-xml", "wikipedia", compute=2)
+    extract_wikipedia(tmp_path / "bz2", tmp_path / "from-bz2", "wikipedia", compute=2)
     assert read_documents(tmp_path / "from-bz2") == read_documents(tmp_path / "from-xml")
     assert opened == ([{"parallelization": 2}] * 2 if decompressor == "indexed_bzip2" else [])
     dump = tmp_path / "bz2/dump.xml.bz2"
     dump.write_bytes(dump.read_bytes()[:-200])
     with pytest.raises(UserError, match=f"^{dump}: the bz2 stream (ends early|is truncated)"):
-        extract_wikipedia(dump, tmp_path / "out/docs", compute=2, corpus="wikipedia")
+        extract_wikipedia(dump, tmp_path / "out/docs", "wikipedia", compute=2)
     assert not (tmp_path / "out/docs").exists()
 
 
@@ -162,7 +162,7 @@ def test_skip_reasons_from_siteinfo_less_titles(tmp_path):
 
 def test_real_70_page_dump(shared_data, tmp_path):
     stats = extract_wikipedia(
-        shared_data / "enwiki-sample-70pages.xml.bz2", tmp_path / "docs", compute=2, corpus="wikipedia"
+        shared_data / "enwiki-sample-70pages.xml.bz2", tmp_path / "docs", "wikipedia", compute=2
     )
     docs = {d["title"]: d["text"] for d in read_documents(tmp_path / "docs")}
     assert set(docs) == {"Anarchism", "Albedo", "A", "Alabama", "Achilles", "Abraham Lincoln"}
@@ -179,7 +179,7 @@ def test_real_70_page_dump(shared_data, tmp_path):
 
 def expect_error(tmp_path, dump: Path, *fragments: str) -> None:
     with pytest.raises(UserError) as error:
-        extract_wikipedia(dump, tmp_path / "out" / "docs", compute=1, corpus="wikipedia")
+        extract_wikipedia(dump, tmp_path / "out" / "docs", "wikipedia", compute=1)
     message = str(error.value)
     assert str(dump) in message and "\n" not in message
     for fragment in fragments:
@@ -218,7 +218,7 @@ def test_non_empty_dump_with_zero_documents(tmp_path):
 def test_folder_without_dumps(tmp_path):
     (tmp_path / "raw").mkdir()
     with pytest.raises(UserError, match="no Wikipedia dump"):
-        extract_wikipedia(tmp_path / "raw", tmp_path / "docs", compute=1, corpus="wikipedia")
+        extract_wikipedia(tmp_path / "raw", tmp_path / "docs", "wikipedia", compute=1)
 
 
 def test_output_folder_that_cannot_be_created(tmp_path):
@@ -227,7 +227,7 @@ def test_output_folder_that_cannot_be_created(tmp_path):
     with pytest.raises(
         UserError, match=r"file/docs: cannot write the output folder \(File exists: .*/file\)"
     ):
-        extract_wikipedia(dump, tmp_path / "file" / "docs", compute=1, corpus="wikipedia")
+        extract_wikipedia(dump, tmp_path / "file" / "docs", "wikipedia", compute=1)
 
 
 @pytest.mark.skipif(os.geteuid() == 0, reason="root can write anywhere")
@@ -238,7 +238,7 @@ def test_unwritable_output_folder(tmp_path):
     locked.chmod(0o500)
     try:
         with pytest.raises(UserError, match="cannot write the output folder"):
-            extract_wikipedia(dump, locked / "docs", compute=1, corpus="wikipedia")
+            extract_wikipedia(dump, locked / "docs", "wikipedia", compute=1)
     finally:
         locked.chmod(0o700)
 

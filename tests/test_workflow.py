@@ -160,7 +160,7 @@ def test_queued_sweep_and_seed_study(clone):
     dvc("exp", "run", "--queue", "-S", "++squad.recipe.seed=1,2", "-S", "squad.recipe.epochs=0.25", cwd=clone)
     dvc("queue", "start", "--jobs", "1", cwd=clone)
     _wait_for_queue(clone)
-    summary = run([sys.executable, "-m", "stages.stability"], cwd=clone)
+    summary = run([sys.executable, "-m", "scripts.stability"], cwd=clone)
     lines = summary.stdout.splitlines()
     assert len([line for line in lines if re.match(r"^\S+\s+[12]\s", line)]) == 2, summary.stdout
     assert any(line.startswith("mean") and "n=2" in line for line in lines)

@@ -22,6 +22,7 @@ bytes whatever the number of workers.
 import logging
 import statistics
 from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 
 import pyarrow as pa
@@ -191,11 +192,22 @@ def _format_task(paths: list[str], root: str, folder: str, name: str, corpus: st
     return writer.documents, skipped_empty
 
 
+@dataclass
+class BookStats:
+    files: int = 0
+    documents: int = 0
+    skipped_empty: int = 0
+
+    def metrics(self) -> dict:
+        return {"files": self.files, "documents": self.documents, "skipped_empty": self.skipped_empty}
+
+
 def format_books(
-    input_path: str | Path, out_dir: str | Path, corpus: str, compute: Compute | int = 1
-) -> dict:
+    input_path: str | Path, out_dir: str | Path, corpus: str, compute: Compute | int
+) -> BookStats:
     """Write every book under `input_path` as one document of the table `out_dir` (atomically),
-    with ids `<corpus>:<file>[:<book>]`."""
+    with ids `<corpus>:<file>[:<book>]`. (Each kind of corpus has an extractor of this signature:
+    `extract_wikipedia`.)"""
     input_path = Path(input_path)
     files = find_book_files(input_path)
     root = input_path if input_path.is_dir() else input_path.parent
@@ -210,7 +222,7 @@ def format_books(
         if documents == 0:
             raise UserError(f"{input_path}: the books contain no text; nothing to format")
     log.info("%d books from %d files (%d empty skipped)", documents, len(files), skipped_empty)
-    return {"files": len(files), "documents": documents, "skipped_empty": skipped_empty}
+    return BookStats(len(files), documents, skipped_empty)
 
 
 def _describe_task(task: tuple) -> str:

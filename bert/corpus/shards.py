@@ -44,7 +44,7 @@ from bert.corpus import sentences as punkt
 from bert.corpus.documents import document_files
 from bert.corpus.sentence_shards import SHARD_SCHEMA
 from bert.errors import UserError
-from bert.parallel import Workers
+from bert.parallel import ComputePool
 
 log = logging.getLogger(__name__)
 
@@ -267,7 +267,7 @@ def shard_corpus(
         ]
         sizes, sentence_counts, chunk_rows = [], [], []
         dropped = 0
-        with Workers(compute, _init_worker, (parameters_file,)) as pool:
+        with ComputePool(compute, _init_worker, (parameters_file,)) as pool:
             with tqdm(desc="segment", unit=" docs", leave=False) as progress:
                 results = pool.map(
                     _segment,

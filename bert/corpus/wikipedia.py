@@ -61,7 +61,7 @@ from bert.corpus.mediawiki import (
     stream_ranges,
 )
 from bert.errors import UserError
-from bert.parallel import Workers
+from bert.parallel import ComputePool
 
 log = logging.getLogger(__name__)
 
@@ -331,7 +331,7 @@ def _multistream_templates(
         nonlocal pages
         tasks = _range_tasks(dump, index, header.namespaces)
         with (
-            Workers(compute) as workers,
+            ComputePool(compute) as workers,
             tqdm(desc=f"templates {dump.name}", unit=" pages", leave=False) as progress,
         ):
             for range_pages, xml_bytes, range_definitions in workers.map(
@@ -362,7 +362,7 @@ def _multistream_articles(
         (*task, str(folder), f"{part}-{number:06d}", corpus)
         for number, task in enumerate(_range_tasks(dump, index, namespaces))
     )
-    with Workers(compute, _load_templates_file, (str(templates_file), namespaces)) as workers:
+    with ComputePool(compute, _load_templates_file, (str(templates_file), namespaces)) as workers:
         yield from workers.map(_range_articles, tasks, _describe_range)
 
 
@@ -409,7 +409,7 @@ def _single_stream_articles(
         (batch, str(folder), f"{part}-{number:06d}", corpus)
         for number, batch in enumerate(_batches(articles(), TASK_CHARACTERS))
     )
-    with Workers(compute, _load_templates_file, (str(templates_file), namespaces)) as workers:
+    with ComputePool(compute, _load_templates_file, (str(templates_file), namespaces)) as workers:
         yield from workers.map(
             _extract_articles, tasks, describe=lambda task: f"pages from id {task[0][0][0]} of {dump}"
         )
@@ -492,10 +492,10 @@ def extract_dump(
 
 
 def extract_wikipedia(
-    input_path: str | Path, out_dir: str | Path, compute: Compute | int, corpus: str
+    input_path: str | Path, out_dir: str | Path, corpus: str, compute: Compute | int
 ) -> ExtractStats:
     """Extract every dump under `input_path` into the document table `out_dir` (atomically), with
-    ids `<corpus>:<page id>`."""
+    ids `<corpus>:<page id>`. (Each kind of corpus has an extractor of this signature: `format_books`.)"""
     dumps = find_dumps(input_path)
     compute = Compute.of(compute)
     stats = ExtractStats()
@@ -512,4 +512,9 @@ def extract_wikipedia(
         for dump in dumps:
             extract_dump(dump, tmp_dir, compute, stats, corpus, Path(scratch))
     stats.seconds = time.perf_counter() - start
+    metrics = stats.metrics()
+    log.info(
+        "%d pages -> %d documents in %.1fs: %.0f pages/s, %.2f MB/s of XML",
+        stats.pages, stats.documents, stats.seconds, metrics["pages_per_second"], metrics["megabytes_per_second"],
+    )  # fmt: skip
     return stats

@@ -1,8 +1,8 @@
 """Per-seed SQuAD EM/F1 (or any metrics) of DVC experiments, with mean and standard deviation.
 
     dvc exp run --queue -S '++squad.recipe.seed=1,2,3,4,5' && dvc queue start
-    python -m stages.stability                      # once the queue is done (`dvc queue status`)
-    python -m stages.stability --param tasks.rte.recipe.seed --metrics-file metrics/tasks/rte.json --keys accuracy
+    python -m scripts.stability                      # once the queue is done (`dvc queue status`)
+    python -m scripts.stability --param tasks.rte.recipe.seed --metrics-file metrics/tasks/rte.json --keys accuracy
 
 Reads `dvc exp show --json`; every experiment of the current commit counts (narrow with
 `--experiments NAME ...`), and one that failed or has no metrics is listed as such.
