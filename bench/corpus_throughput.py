@@ -70,8 +70,9 @@ def main() -> None:
                 num_test_shards=1,
                 test_fraction=0.05,
                 min_sentences=2,
+                punkt_mode="auto",
                 seed=1,
-                workers=workers,
+                compute=workers,
             )
             results[f"shard synthetic, {workers} worker(s)"] = {
                 k: m[k]

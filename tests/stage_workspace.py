@@ -32,7 +32,7 @@ def write_params(root: Path, changes: dict | None = None) -> None:
 
 
 def set_params(root: Path, changes: dict) -> None:
-    """Change root/params.yaml, as in set_params(root, {"finetune.epochs": 1, "seed": 7}): each dotted
+    """Change root/params.yaml, as in set_params(root, {"squad.recipe.epochs": 1, "seed": 7}): each dotted
     key gets its value, and a mapping value replaces the whole section. A key that itself holds a
     dot (squad.sources' v1.1) is set through its parent: {"squad.sources": {...}}."""
     _save(root, _changed(yaml.safe_load((root / "params.yaml").read_text(encoding="utf-8")), changes))

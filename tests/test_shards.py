@@ -147,7 +147,9 @@ def read_shards(folder: Path) -> dict[str, list[dict]]:
 def test_shards_balanced_deterministic_and_independent_of_workers(tmp_path):
     texts = synthetic_documents(300, seed=1) + ["Too short."]
     documents = write_table(tmp_path / "docs", texts)
-    options = dict(num_train_shards=4, num_test_shards=2, test_fraction=0.1, min_sentences=2, seed=3)
+    options = dict(
+        num_train_shards=4, num_test_shards=2, test_fraction=0.1, min_sentences=2, seed=3, punkt_mode="auto"
+    )
     one = shard_corpus(documents, tmp_path / "one", compute=1, **options)
     two = shard_corpus(documents, tmp_path / "two", compute=2, **options)
     files = sorted(p.name for p in (tmp_path / "one").iterdir())
@@ -214,7 +216,9 @@ def test_workers_read_and_write_the_text_and_row_groups_close_by_bytes(tmp_path,
     assert [len(row["sentences"]) for row in chunk] == counts.tolist()
 
     monkeypatch.setattr(shards_module, "ROW_GROUP_BYTES", 3000)
-    options = dict(num_train_shards=2, num_test_shards=1, test_fraction=0.1, min_sentences=2, seed=3)
+    options = dict(
+        num_train_shards=2, num_test_shards=1, test_fraction=0.1, min_sentences=2, seed=3, punkt_mode="auto"
+    )
     shard_corpus(documents, tmp_path / "out", compute=1, **options)
     # The scatter tasks' groups never reach the output: a group per chunk, on 2 workers (which
     # fork, so they see the patched size), gives the same bytes as one group in this process.
@@ -254,6 +258,9 @@ def test_empty_corpus_leaves_no_output(tmp_path):
             num_test_shards=1,
             test_fraction=0.1,
             min_sentences=2,
+            punkt_mode="auto",
+            seed=0,
+            compute=1,
         )
     assert list((tmp_path / "out").iterdir()) == []
 
@@ -271,6 +278,8 @@ def test_pretrained_mode_without_nltk_data_is_a_clear_error(tmp_path):
             test_fraction=0.0,
             min_sentences=1,
             punkt_mode="pretrained",
+            seed=0,
+            compute=1,
         )
 
 
@@ -338,7 +347,9 @@ def test_tasks_killed_once_on_dask_run_again_and_leave_no_partial_file(tmp_path,
 
     monkeypatch.setattr(shards_module, "GROUP_BYTES", 1)  # the driver's grouping: a scatter task per chunk
     documents = write_table(tmp_path / "docs", synthetic_documents(700, seed=5), part_bytes=100_000)
-    options = dict(num_train_shards=3, num_test_shards=1, test_fraction=0.1, min_sentences=2, seed=3)
+    options = dict(
+        num_train_shards=3, num_test_shards=1, test_fraction=0.1, min_sentences=2, seed=3, punkt_mode="auto"
+    )
     shard_corpus(documents, tmp_path / "local", compute=1, **options)
     (tmp_path / "markers").mkdir()
     with (

@@ -31,6 +31,7 @@ import os
 import shutil
 import time
 from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -246,12 +247,16 @@ def shard_corpus(
     num_test_shards: int,
     test_fraction: float,
     min_sentences: int,
-    punkt_mode: str = "auto",
-    seed: int = 0,
-    compute: Compute | int = 1,
+    punkt_mode: str,
+    seed: int,
+    compute: Compute | int,
     training_chars: int = punkt.DEFAULT_TRAINING_CHARS,
 ) -> dict:
-    """Segment and shard a document table into `out_dir` (atomically). Returns the metrics."""
+    """Segment and shard a document table into `out_dir` (atomically). Returns the metrics.
+
+    Four passes, each on the workers, the driver handling sizes only: segment the documents into
+    chunk files; assign each document to a shard (train/test split, then packed by size); scatter
+    the chunks' rows into groups sorted by shard; gather each shard from its row groups."""
     files = document_files(documents_dir)
     start = time.perf_counter()
     with atomic_folder(out_dir) as tmp_dir:
@@ -259,99 +264,29 @@ def shard_corpus(
         punkt_seconds = time.perf_counter() - start
         chunk_dir = tmp_dir / ".chunks"
         chunk_dir.mkdir()
-
-        # Pass 1: segment on the workers, each chunk into its own file; sizes come back in order.
-        tasks = [
-            (path, begin, end, str(chunk_dir / f"chunk-{index:06d}.parquet"), min_sentences)
-            for index, (path, begin, end) in enumerate(segment_tasks(files))
-        ]
-        sizes, sentence_counts, chunk_rows = [], [], []
-        dropped = 0
         with ComputePool(compute, _init_worker, (parameters_file,)) as pool:
-            with tqdm(desc="segment", unit=" docs", leave=False) as progress:
-                results = pool.map(
-                    _segment,
-                    tasks,
-                    describe=lambda task: f"documents {task[1]} to {task[2] - 1} of {task[0]}",
-                )
-                for chunk_sizes, chunk_sentences, chunk_dropped in results:
-                    progress.update(len(chunk_sizes) + chunk_dropped)
-                    dropped += chunk_dropped
-                    sizes.append(chunk_sizes)
-                    sentence_counts.append(chunk_sentences)
-                    chunk_rows.append(len(chunk_sizes))
-            size_array = np.concatenate(sizes) if sizes else np.zeros(0, np.int64)
-            sentence_array = np.concatenate(sentence_counts) if sentence_counts else np.zeros(0, np.int64)
-            sentences_total = int(sentence_array.sum())
-            segment_seconds = time.perf_counter() - start - punkt_seconds
-            if not len(size_array):
+            chunks = _segment_documents(pool, files, chunk_dir, min_sentences)
+            if not len(chunks.sizes):
                 raise UserError(
-                    f"{documents_dir}: no document has at least {min_sentences} sentences ({dropped} dropped); "
-                    "the corpus is empty or shard.min_sentences is too high"
+                    f"{documents_dir}: no document has at least {min_sentences} sentences ({chunks.dropped} "
+                    "dropped); the corpus is empty or shard.min_sentences is too high"
                 )
-
-            # Pass 2: split and pack by size.
-            is_test = split_train_test(size_array, test_fraction if num_test_shards else 0.0, seed)
-            shard_of = np.empty(len(size_array), dtype=np.int64)
-            for index, shard in pack_largest_first(
-                np.flatnonzero(~is_test), size_array, num_train_shards
-            ).items():
-                shard_of[index] = shard
-            for index, shard in pack_largest_first(
-                np.flatnonzero(is_test), size_array, max(num_test_shards, 1)
-            ).items():
-                shard_of[index] = num_train_shards + shard
-            names = [f"train_{i:05d}.parquet" for i in range(num_train_shards)]
-            names += [f"test_{i:05d}.parquet" for i in range(num_test_shards)]
-            shard_documents = np.bincount(shard_of, minlength=len(names))
-            by_shard = np.argsort(shard_of, kind="stable")  # each shard's documents, in input order
-            shard_sizes = np.split(size_array[by_shard], np.cumsum(shard_documents)[:-1])
-            shard_bytes = [int(shard.sum()) for shard in shard_sizes]
-            shard_sentences = (
-                np.bincount(shard_of, sentence_array, minlength=len(names)).astype(np.int64).tolist()
-            )
-
-            # Pass 3: scatter each group of chunks into one file sorted by shard.
-            chunk_ends = np.cumsum(chunk_rows)
-            chunk_bytes = np.array([int(chunk.sum()) for chunk in sizes], np.int64)
-            scatter_tasks = []
-            for index, (first, end) in enumerate(chunk_groups(chunk_bytes)):
-                rows = slice(int(chunk_ends[first] - chunk_rows[first]), int(chunk_ends[end - 1]))
-                group_file = str(chunk_dir / f"group-{index:06d}.parquet")
-                scatter_tasks.append(([task[3] for task in tasks[first:end]], shard_of[rows], group_file))
-            scattered = pool.map(
-                _scatter,
-                scatter_tasks,
-                describe=lambda task: (
-                    f"scattering {Path(task[0][0]).name} to {Path(task[0][-1]).name} of {chunk_dir}"
-                ),
-            )
-            parts: list[list[tuple[str, int]]] = [[] for _ in names]  # each shard's (group file, row group)
-            progress = tqdm(scattered, total=len(scatter_tasks), desc="scatter", unit=" groups", leave=False)
-            for (chunk_files, _, group_file), group_shards in zip(scatter_tasks, progress):
-                for row_group, shard in enumerate(group_shards):
-                    parts[shard].append((group_file, row_group))
-                for chunk_file in chunk_files:
-                    os.unlink(chunk_file)
-
-            # Pass 4: gather each shard from its row groups.
-            gather_tasks = [
-                (str(tmp_dir / name), parts[shard], shard_sizes[shard]) for shard, name in enumerate(names)
-            ]
-            gathered = pool.map(_gather, gather_tasks, describe=lambda task: f"writing shard {task[0]}")
-            for _ in tqdm(gathered, total=len(gather_tasks), desc="gather", unit=" shards", leave=False):
-                pass
+            segment_seconds = time.perf_counter() - start - punkt_seconds
+            plan = _plan_shards(chunks, num_train_shards, num_test_shards, test_fraction, seed)
+            parts = _scatter_by_shard(pool, chunks, plan, chunk_dir)
+            _gather_shards(pool, tmp_dir, plan, parts)
         shutil.rmtree(chunk_dir)
 
         seconds = time.perf_counter() - start
-        train_bytes = shard_bytes[:num_train_shards]
+        train_bytes = plan.bytes[:num_train_shards]
+        sentences_total = int(chunks.sentences.sum())
         metrics = {
-            "documents": len(size_array),
+            "documents": len(chunks.sizes),
             "sentences": sentences_total,
-            "dropped": dropped,
-            "train_documents": int((~is_test).sum()),
-            "test_documents": int(is_test.sum()),
-            "test_bytes_fraction": round(float(size_array[is_test].sum() / size_array.sum()), 4),
+            "dropped": chunks.dropped,
+            "train_documents": int((~plan.is_test).sum()),
+            "test_documents": int(plan.is_test.sum()),
+            "test_bytes_fraction": round(float(chunks.sizes[plan.is_test].sum() / chunks.sizes.sum()), 4),
             "train_shard_balance": round(min(train_bytes) / max(max(train_bytes), 1), 4),
             "seconds": round(seconds, 3),
             "punkt_training_seconds": round(punkt_seconds, 3),
@@ -362,20 +297,133 @@ def shard_corpus(
         manifest.update(
             shards=[
                 {"file": name, "documents": d, "sentences": s, "bytes": b}
-                for name, d, s, b in zip(names, shard_documents.tolist(), shard_sentences, shard_bytes)
+                for name, d, s, b in zip(plan.names, plan.documents.tolist(), plan.sentences, plan.bytes)
             ],
             min_sentences=min_sentences,
             test_fraction=test_fraction,
             seed=seed,
             documents=metrics["documents"],
             sentences=sentences_total,
-            dropped=dropped,
+            dropped=chunks.dropped,
         )
         (tmp_dir / MANIFEST_FILE).write_text(
             json.dumps(manifest, indent=2, ensure_ascii=False) + "\n", encoding="utf-8"
         )
     log.info(
         "%d documents, %d sentences (%d documents dropped) -> %d shards in %.1fs (%.0f sentences/s)",
-        metrics["documents"], sentences_total, dropped, len(names), seconds, metrics["sentences_per_second"],
+        metrics["documents"], sentences_total, chunks.dropped, len(plan.names), seconds,
+        metrics["sentences_per_second"],
     )  # fmt: skip
     return metrics
+
+
+@dataclass
+class _Chunks:
+    """Pass 1's result: the chunk files in document order, and per kept document its size (bytes
+    of sentences) and sentence count."""
+
+    files: list[str]
+    rows: list[int]  # documents kept in each chunk
+    chunk_sizes: list[np.ndarray]
+    sizes: np.ndarray
+    sentences: np.ndarray
+    dropped: int
+
+
+def _segment_documents(pool: ComputePool, files: list[Path], chunk_dir: Path, min_sentences: int) -> _Chunks:
+    """Pass 1: segment on the workers, each chunk of documents into its own file; sizes come back
+    in order."""
+    tasks = [
+        (path, begin, end, str(chunk_dir / f"chunk-{index:06d}.parquet"), min_sentences)
+        for index, (path, begin, end) in enumerate(segment_tasks(files))
+    ]
+    sizes, sentence_counts, chunk_rows = [], [], []
+    dropped = 0
+    with tqdm(desc="segment", unit=" docs", leave=False) as progress:
+        results = pool.map(
+            _segment, tasks, describe=lambda task: f"documents {task[1]} to {task[2] - 1} of {task[0]}"
+        )
+        for chunk_sizes, chunk_sentences, chunk_dropped in results:
+            progress.update(len(chunk_sizes) + chunk_dropped)
+            dropped += chunk_dropped
+            sizes.append(chunk_sizes)
+            sentence_counts.append(chunk_sentences)
+            chunk_rows.append(len(chunk_sizes))
+    return _Chunks(
+        files=[task[3] for task in tasks],
+        rows=chunk_rows,
+        chunk_sizes=sizes,
+        sizes=np.concatenate(sizes) if sizes else np.zeros(0, np.int64),
+        sentences=np.concatenate(sentence_counts) if sentence_counts else np.zeros(0, np.int64),
+        dropped=dropped,
+    )
+
+
+@dataclass
+class _ShardPlan:
+    """Pass 2's result: which shard each document goes to, and what each shard will hold."""
+
+    names: list[str]
+    is_test: np.ndarray
+    shard_of: np.ndarray  # per document
+    documents: np.ndarray  # per shard
+    sizes: list[np.ndarray]  # per shard: its documents' sizes, in input order
+    bytes: list[int]
+    sentences: list[int]
+
+
+def _plan_shards(
+    chunks: _Chunks, num_train: int, num_test: int, test_fraction: float, seed: int
+) -> _ShardPlan:
+    """Pass 2: split train/test by size (seeded), then pack each side's documents, largest first,
+    into its shards."""
+    is_test = split_train_test(chunks.sizes, test_fraction if num_test else 0.0, seed)
+    shard_of = np.empty(len(chunks.sizes), dtype=np.int64)
+    for index, shard in pack_largest_first(np.flatnonzero(~is_test), chunks.sizes, num_train).items():
+        shard_of[index] = shard
+    for index, shard in pack_largest_first(np.flatnonzero(is_test), chunks.sizes, max(num_test, 1)).items():
+        shard_of[index] = num_train + shard
+    names = [f"train_{i:05d}.parquet" for i in range(num_train)]
+    names += [f"test_{i:05d}.parquet" for i in range(num_test)]
+    documents = np.bincount(shard_of, minlength=len(names))
+    by_shard = np.argsort(shard_of, kind="stable")  # each shard's documents, in input order
+    sizes = np.split(chunks.sizes[by_shard], np.cumsum(documents)[:-1])
+    sentences = np.bincount(shard_of, chunks.sentences, minlength=len(names)).astype(np.int64).tolist()
+    return _ShardPlan(names, is_test, shard_of, documents, sizes, [int(s.sum()) for s in sizes], sentences)
+
+
+def _scatter_by_shard(
+    pool: ComputePool, chunks: _Chunks, plan: _ShardPlan, chunk_dir: Path
+) -> list[list[tuple[str, int]]]:
+    """Pass 3: scatter each group of chunks into one file sorted by shard (a row group per shard
+    it holds); returns each shard's (group file, row group) parts. The chunk files are removed."""
+    chunk_ends = np.cumsum(chunks.rows)
+    chunk_bytes = np.array([int(chunk.sum()) for chunk in chunks.chunk_sizes], np.int64)
+    scatter_tasks = []
+    for index, (first, end) in enumerate(chunk_groups(chunk_bytes)):
+        rows = slice(int(chunk_ends[first] - chunks.rows[first]), int(chunk_ends[end - 1]))
+        group_file = str(chunk_dir / f"group-{index:06d}.parquet")
+        scatter_tasks.append((chunks.files[first:end], plan.shard_of[rows], group_file))
+    scattered = pool.map(
+        _scatter,
+        scatter_tasks,
+        describe=lambda task: (
+            f"scattering {Path(task[0][0]).name} to {Path(task[0][-1]).name} of {chunk_dir}"
+        ),
+    )
+    parts: list[list[tuple[str, int]]] = [[] for _ in plan.names]
+    progress = tqdm(scattered, total=len(scatter_tasks), desc="scatter", unit=" groups", leave=False)
+    for (chunk_files, _, group_file), group_shards in zip(scatter_tasks, progress):
+        for row_group, shard in enumerate(group_shards):
+            parts[shard].append((group_file, row_group))
+        for chunk_file in chunk_files:
+            os.unlink(chunk_file)
+    return parts
+
+
+def _gather_shards(pool: ComputePool, out_dir: Path, plan: _ShardPlan, parts: list) -> None:
+    """Pass 4: write each shard from its row groups."""
+    tasks = [(str(out_dir / name), parts[shard], plan.sizes[shard]) for shard, name in enumerate(plan.names)]
+    gathered = pool.map(_gather, tasks, describe=lambda task: f"writing shard {task[0]}")
+    for _ in tqdm(gathered, total=len(tasks), desc="gather", unit=" shards", leave=False):
+        pass

@@ -128,116 +128,134 @@ def create_examples(
     """Write output_dir/part_NNNNN.hdf5 (num_output_shards of them) and output_dir/manifest.json.
     Written into a temporary folder beside output_dir and renamed into place at the end
     (bert.atomic.atomic_folder): a failed, killed or disk-full run leaves the previous output."""
+    if mode not in ("intra", "inter"):
+        raise UserError(f"mixing mode {mode!r}: allowed: intra, inter")
     vocab = str(vocab)
     with atomic_folder(output_dir) as building:
         parts = [building / f"part_{index:05d}.hdf5" for index in range(num_output_shards)]
-        corpus_stats: dict[str, dict] = {name: {"documents": 0, "instances": 0} for name in shards}
-        total = ShardStats()
-        part_sizes = []  # (instances, tokens) of each output shard, as the tasks that wrote them say
-        if mode == "intra":
-            tasks = [
-                (k, num_output_shards, shards, weights, str(parts[k]), vocab, lower_case, config, seed)
-                for k in range(num_output_shards)
-            ]
-            results = run_tasks(
-                _intra_task,
-                tasks,
-                compute,
-                "examples (intra)",
-                describe=lambda task: f"{output_dir}/{parts[task[0]].name}",
-            )
-            for stats in results:
-                part_sizes.append((stats.instances, stats.tokens))
-                total.add(stats)
-                for corpus, documents in stats.per_input.items():
-                    corpus_stats[corpus]["documents"] += documents
-            for entry in corpus_stats.values():
-                entry.pop("instances")  # an intra instance may mix corpora
-        elif mode == "inter":
-            scratch = building / "per_corpus"
-            scratch.mkdir()
-            tasks, names = [], []
-            for corpus_index, (corpus, files) in enumerate(shards.items()):
-                for file_index, path in enumerate(files):
-                    per_corpus = scratch / f"{corpus}_{file_index:05d}.hdf5"
-                    tasks.append(
-                        (
-                            corpus_index,
-                            file_index,
-                            str(path),
-                            weights.get(corpus, 1.0),
-                            str(per_corpus),
-                            vocab,
-                            lower_case,
-                            config,
-                            seed,
-                        )
-                    )
-                    names.append(corpus)
-            files_made = []
-            results = run_tasks(
-                _corpus_task, tasks, compute, "examples (per corpus)", describe=lambda task: task[2]
-            )
-            for task, corpus, stats in zip(tasks, names, results):
-                total.add(stats)
-                corpus_stats[corpus]["documents"] += stats.documents
-                corpus_stats[corpus]["instances"] += stats.instances
-                files_made.append((task[4], stats.instances))
-            rotations = [
-                int(np.random.default_rng([seed, index, 13]).integers(0, max(rows, 1)))
-                for index, (_, rows) in enumerate(files_made)
-            ]
-            mix_tasks = []
-            for part in range(num_output_shards):
-                sources = [
-                    (path, start, stop)
-                    for (path, rows), rotation in zip(files_made, rotations)
-                    for start, stop in inter_slices(rows, num_output_shards, part, rotation)
-                ]
-                mix_tasks.append((part, sources, str(parts[part]), seed))
-            # an output shard with no rows at all (tiny inputs) still gets an empty, valid file
-            for _, sources, path, _ in mix_tasks:
-                if not sources:
-                    copy_instances([(files_made[0][0], 0, 0)], path)
-            mixed = iter(
-                run_tasks(
-                    _mix_task,
-                    [task for task in mix_tasks if task[1]],
-                    compute,
-                    "mixing (inter)",
-                    describe=lambda task: f"{output_dir}/{Path(task[2]).name}",
-                )
-            )
-            part_sizes = [next(mixed) if sources else (0, 0) for _, sources, _, _ in mix_tasks]
-            shutil.rmtree(scratch)
-        else:
-            raise UserError(f"mixing mode {mode!r}: allowed: intra, inter")
+        made = _mixed_within_instances if mode == "intra" else _mixed_across_instances
+        total, corpus_stats, part_sizes = made(
+            shards, parts, vocab, lower_case, config, weights, seed, compute, output_dir
+        )
         if total.instances == 0:
             raise UserError("no pretraining instances: the train shards hold no documents with text")
-        shard_entries = [
-            {"file": path.name, "instances": instances, "tokens": tokens}
-            for path, (instances, tokens) in zip(parts, part_sizes)
-        ]
-        manifest = {
-            "instances": total.instances,
-            "tokens": total.tokens,
-            "documents": total.documents,
-            "sentences": total.sentences,
-            "text_bytes": total.text_bytes,
-            "random_next_fraction": round(total.random_next / total.instances, 4),
-            "vocab_sha256": hashlib.sha256(Path(vocab).read_bytes()).hexdigest(),
-            "params": {
-                **asdict(config),
-                "lower_case": lower_case,
-                "mode": mode,
-                "weights": weights,
-                "num_output_shards": num_output_shards,
-                "seed": seed,
-            },
-            "corpora": corpus_stats,
-            "shards": shard_entries,
-        }
+        manifest = _manifest(total, corpus_stats, parts, part_sizes, vocab, lower_case, config, mode,
+                             weights, seed)  # fmt: skip
         with open(building / "manifest.json", "w", encoding="utf-8") as file:
             json.dump(manifest, file, indent=2, sort_keys=True)
             file.write("\n")
     return manifest
+
+
+def _mixed_within_instances(shards, parts, vocab, lower_case, config, weights, seed, compute, output_dir):
+    """intra: each output shard's instances are made from documents of every corpus (one task per
+    output shard). Returns the totals, per-corpus documents and each shard's (instances, tokens)."""
+    corpus_stats: dict[str, dict] = {name: {"documents": 0} for name in shards}
+    total, part_sizes = ShardStats(), []
+    tasks = [
+        (k, len(parts), shards, weights, str(parts[k]), vocab, lower_case, config, seed)
+        for k in range(len(parts))
+    ]
+    results = run_tasks(
+        _intra_task,
+        tasks,
+        compute,
+        "examples (intra)",
+        describe=lambda task: f"{output_dir}/{parts[task[0]].name}",
+    )
+    for stats in results:
+        part_sizes.append((stats.instances, stats.tokens))
+        total.add(stats)
+        for corpus, documents in stats.per_input.items():
+            corpus_stats[corpus]["documents"] += documents
+    return total, corpus_stats, part_sizes  # no instances per corpus: an intra instance may mix corpora
+
+
+def _mixed_across_instances(shards, parts, vocab, lower_case, config, weights, seed, compute, output_dir):
+    """inter: instances are made per corpus file (each pair from one corpus), then every output
+    shard takes a rotated slice of each file's instances. Returns as _mixed_within_instances, with
+    instances per corpus."""
+    corpus_stats: dict[str, dict] = {name: {"documents": 0, "instances": 0} for name in shards}
+    total = ShardStats()
+    scratch = parts[0].parent / "per_corpus"
+    scratch.mkdir()
+    tasks, names = [], []
+    for corpus_index, (corpus, files) in enumerate(shards.items()):
+        for file_index, path in enumerate(files):
+            per_corpus = scratch / f"{corpus}_{file_index:05d}.hdf5"
+            weight = weights.get(corpus, 1.0)
+            tasks.append(
+                (
+                    corpus_index,
+                    file_index,
+                    str(path),
+                    weight,
+                    str(per_corpus),
+                    vocab,
+                    lower_case,
+                    config,
+                    seed,
+                )
+            )
+            names.append(corpus)
+    files_made = []
+    results = run_tasks(_corpus_task, tasks, compute, "examples (per corpus)", describe=lambda task: task[2])
+    for task, corpus, stats in zip(tasks, names, results):
+        total.add(stats)
+        corpus_stats[corpus]["documents"] += stats.documents
+        corpus_stats[corpus]["instances"] += stats.instances
+        files_made.append((task[4], stats.instances))
+    rotations = [
+        int(np.random.default_rng([seed, index, 13]).integers(0, max(rows, 1)))
+        for index, (_, rows) in enumerate(files_made)
+    ]
+    mix_tasks = []
+    for part in range(len(parts)):
+        sources = [
+            (path, start, stop)
+            for (path, rows), rotation in zip(files_made, rotations)
+            for start, stop in inter_slices(rows, len(parts), part, rotation)
+        ]
+        mix_tasks.append((part, sources, str(parts[part]), seed))
+    # an output shard with no rows at all (tiny inputs) still gets an empty, valid file
+    for _, sources, path, _ in mix_tasks:
+        if not sources:
+            copy_instances([(files_made[0][0], 0, 0)], path)
+    mixed = iter(
+        run_tasks(
+            _mix_task,
+            [task for task in mix_tasks if task[1]],
+            compute,
+            "mixing (inter)",
+            describe=lambda task: f"{output_dir}/{Path(task[2]).name}",
+        )
+    )
+    part_sizes = [next(mixed) if sources else (0, 0) for _, sources, _, _ in mix_tasks]
+    shutil.rmtree(scratch)
+    return total, corpus_stats, part_sizes
+
+
+def _manifest(total, corpus_stats, parts, part_sizes, vocab, lower_case, config, mode, weights, seed) -> dict:
+    """What the examples are and were made from: counts, the vocabulary's hash, every param."""
+    return {
+        "instances": total.instances,
+        "tokens": total.tokens,
+        "documents": total.documents,
+        "sentences": total.sentences,
+        "text_bytes": total.text_bytes,
+        "random_next_fraction": round(total.random_next / total.instances, 4),
+        "vocab_sha256": hashlib.sha256(Path(vocab).read_bytes()).hexdigest(),
+        "params": {
+            **asdict(config),
+            "lower_case": lower_case,
+            "mode": mode,
+            "weights": weights,
+            "num_output_shards": len(parts),
+            "seed": seed,
+        },
+        "corpora": corpus_stats,
+        "shards": [
+            {"file": path.name, "instances": instances, "tokens": tokens}
+            for path, (instances, tokens) in zip(parts, part_sizes)
+        ],
+    }
