@@ -267,14 +267,3 @@ def _padding(mask: torch.Tensor) -> tuple[torch.Tensor, int]:
 
 
 task_objective = per_row(task_loss)
-
-
-def init_directory(init: str, weights_dir: Path = Path("data/weights")) -> Path:
-    """The Hugging Face directory finetune.init names, as the stage that builds it left it."""
-    directory = weights_dir / init
-    stage = {"phase2": "export_hf", "random": "init_random"}.get(init, f"download_weights@{init}")
-    if not (directory / "vocab.txt").is_file() or not (directory / "config.json").is_file():
-        raise UserError(
-            f"{directory}: no config.json + vocab.txt for finetune.init={init}; run `dvc repro {stage}`"
-        )
-    return directory

@@ -16,6 +16,7 @@ import sys
 from pathlib import Path
 
 from bert.errors import UserError, run_main
+from stages import layout
 
 
 def experiment_rows(exp_show: list[dict], param: str, metrics_file: str) -> list[dict]:
@@ -71,7 +72,7 @@ def main() -> None:
     parser.add_argument(
         "--param", default="squad.recipe.seed", help="the param that varies (default squad.recipe.seed)"
     )
-    parser.add_argument("--metrics-file", default="metrics/squad.json")
+    parser.add_argument("--metrics-file", default=str(layout.metrics("squad")))
     parser.add_argument("--keys", nargs="+", default=["exact_match", "f1"], help="metrics to show")
     parser.add_argument("--experiments", nargs="*", help="only these experiment names")
     args = parser.parse_args()

@@ -5,17 +5,19 @@ import subprocess
 import sys
 from pathlib import Path
 
+from stages import layout
+
 ARTIFACTS = [
-    ("data/documents/", "extracted documents (Parquet: corpus, doc_id, title, text)"),
-    ("data/shards/", "sentence shards (Parquet: doc_id, sentences)"),
-    ("data/vocab/vocab.txt", "WordPiece vocabulary"),
-    ("data/examples/", "pretraining examples (HDF5, NVIDIA layout) + manifest.json"),
-    ("data/models/phase1/", "phase-1 model (Hugging Face format)"),
-    ("data/weights/phase2/", "final pretrained model, Hugging Face format (finetune.init: phase2)"),
-    ("data/models/squad/", "SQuAD fine-tuned model, Hugging Face format"),
-    ("data/predictions/", "predictions.json, nbest_predictions.json (null_odds.json for v2.0)"),
-    ("metrics/", "DVC metrics (dvc metrics show / diff)"),
-    ("dvclive/", "step-wise training curves (dvc plots show)"),
+    (f"{layout.documents('')}/", "extracted documents (Parquet: corpus, doc_id, title, text)"),
+    (f"{layout.shards()}/", "sentence shards (Parquet: doc_id, sentences)"),
+    (f"{layout.VOCAB}", "WordPiece vocabulary"),
+    (f"{layout.examples('')}/", "pretraining examples (HDF5, NVIDIA layout) + manifest.json"),
+    (f"{layout.model('phase1')}/", "phase-1 model (Hugging Face format)"),
+    (f"{layout.weights('phase2')}/", "final pretrained model, Hugging Face format (finetune.init: phase2)"),
+    (f"{layout.model('squad')}/", "SQuAD fine-tuned model, Hugging Face format"),
+    (f"{layout.SQUAD_PREDICTIONS}/", "predictions.json, nbest_predictions.json (null_odds.json for v2.0)"),
+    (f"{layout.METRICS}/", "DVC metrics (dvc metrics show / diff)"),
+    (f"{layout.LIVE}/", "step-wise training curves (dvc plots show)"),
 ]
 
 

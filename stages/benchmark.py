@@ -12,7 +12,6 @@ padded to squad.max_seq_length as its run_qa example does, and with dynamic padd
 
 import importlib.util
 import logging
-from pathlib import Path
 
 import torch
 
@@ -21,12 +20,13 @@ from bert.errors import UserError, run_main
 from bert.modeling import BertForQuestionAnswering
 from bert.squad.benchmark import benchmark_dev_inference, benchmark_inference, dev_windows, time_training
 from bert.tokenization import load_tokenizer_from_dir
+from stages import layout
 from stages.params import load_params
 
 log = logging.getLogger("benchmark")
-MODEL_DIR = Path("data/models/squad")
-DEV_FILE = Path("data/squad/dev.json")
-METRICS_FILE = Path("metrics/benchmark.json")
+MODEL_DIR = layout.model("squad")
+DEV_FILE = layout.SQUAD_DEV
+METRICS_FILE = layout.metrics("benchmark")
 
 
 def main() -> None:

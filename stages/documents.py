@@ -12,6 +12,7 @@ from bert.atomic import write_json
 from bert.corpus.books import format_books
 from bert.corpus.wikipedia import extract_wikipedia
 from bert.errors import UserError, run_main
+from stages import layout
 from stages.params import load_params
 
 
@@ -23,8 +24,8 @@ def main() -> None:
     if corpus not in params.corpora:
         raise UserError(f"params.yaml: no `corpora.{corpus}`; corpora: {', '.join(params.corpora)}")
     extract = {"wikipedia": extract_wikipedia, "text": format_books}[params.corpora[corpus].kind]
-    stats = extract(f"data/raw/{corpus}", f"data/documents/{corpus}", corpus, params.compute)
-    write_json(f"metrics/documents_{corpus}.json", stats.metrics())
+    stats = extract(layout.raw(corpus), layout.documents(corpus), corpus, params.compute)
+    write_json(layout.metrics(f"documents_{corpus}"), stats.metrics())
 
 
 if __name__ == "__main__":

@@ -7,13 +7,13 @@ data/raw/<corpus> appears, complete, only at the end.
 
 import argparse
 import logging
-from pathlib import Path
 
 from bert.corpus.download import download_many, publish, remove_staging, staging_dir
 from bert.errors import UserError, run_main
+from stages import layout
 from stages.params import load_params
 
-RAW_DIR = Path("data/raw")
+RAW_DIR = layout.DATA / "raw"
 log = logging.getLogger("stages.download")
 
 

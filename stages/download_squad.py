@@ -6,9 +6,10 @@ from pathlib import Path
 from bert.corpus.download import download_staged, publish, remove_staging, staging_dir
 from bert.errors import UserError, run_main
 from bert.squad.dataset import dataset_version
+from stages import layout
 from stages.params import load_params
 
-OUT_DIR = Path("data/squad")
+OUT_DIR = layout.SQUAD_DIR
 
 
 def main() -> None:

@@ -15,10 +15,11 @@ from pathlib import Path
 from bert.corpus.download import download_many, file_name, publish, remove_staging, staging_dir
 from bert.errors import UserError, run_main
 from bert.tasks.data import find_split_files, read_split, task_named
+from stages import layout
 from stages.params import load_params
 
 log = logging.getLogger("download_task")
-TASKS_DIR = Path("data/tasks")
+TASKS_DIR = layout.DATA / "tasks"
 
 
 def main() -> None:

@@ -13,6 +13,7 @@ from pathlib import Path
 
 from bert.corpus.download import SourceNotFound, download_staged, publish, remove_staging, staging_dir
 from bert.errors import UserError, run_main
+from stages import layout
 from stages.params import load_params
 
 log = logging.getLogger("stages.download_weights")
@@ -30,7 +31,7 @@ def main() -> None:
     params = load_params()
     if name not in params.weights:
         raise UserError(f"params.yaml: no `weights.{name}`; weights: {', '.join(params.weights) or 'none'}")
-    out_dir = Path("data/weights") / name
+    out_dir = layout.weights(name)
     if params.finetune.init != name:
         readme = out_dir.with_name(f".{name}-README.txt")
         readme.parent.mkdir(parents=True, exist_ok=True)

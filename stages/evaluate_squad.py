@@ -15,11 +15,12 @@ from bert.atomic import write_json
 from bert.errors import UserError, run_main
 from bert.squad.dataset import dataset_version, read_json
 from bert.squad.evaluation import evaluate, id_map, question_ids
+from stages import layout
 
 log = logging.getLogger("evaluate_squad")
-DEV_FILE = Path("data/squad/dev.json")
-PREDICTIONS_DIR = Path("data/predictions")
-METRICS_FILE = Path("metrics/squad.json")
+DEV_FILE = layout.SQUAD_DEV
+PREDICTIONS_DIR = layout.SQUAD_PREDICTIONS
+METRICS_FILE = layout.metrics("squad")
 
 
 def squad_metrics(dev_file: Path, predictions_dir: Path) -> dict:

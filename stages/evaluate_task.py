@@ -8,26 +8,23 @@ percent (bert.tasks.evaluation), `examples` per dev split, and `task`.
 
 import argparse
 import logging
-from pathlib import Path
 
 from bert.atomic import write_json
 from bert.errors import run_main
 from bert.tasks.data import read_split, task_named
 from bert.tasks.evaluation import split_metrics, task_metrics
 from bert.tasks.predictions_file import read_predictions
+from stages import layout
 
 log = logging.getLogger("evaluate_task")
-TASKS_DIR = Path("data/tasks")
-PREDICTIONS_DIR = Path("data/task_predictions")
-METRICS_DIR = Path("metrics/tasks")
 
 
 def evaluate(task_name: str) -> dict:
     task = task_named(task_name)
     scores, examples = {}, {}
     for split in task.dev_splits:
-        gold = read_split(task, TASKS_DIR / task.name / task.splits[split])
-        predictions = read_predictions(PREDICTIONS_DIR / task.name / f"{split}.tsv", task, gold.rows)
+        gold = read_split(task, layout.task_data(task.name) / task.splits[split])
+        predictions = read_predictions(layout.task_predictions(task.name) / f"{split}.tsv", task, gold.rows)
         scores[split] = split_metrics(task, predictions, gold.labels)
         examples[split] = len(gold)
     return {"task": task.title, **task_metrics(task, scores), "examples": examples}
@@ -38,7 +35,7 @@ def main() -> None:
     parser.add_argument("task", help="a task of `tasks.run` in params.yaml, e.g. mrpc")
     task = parser.parse_args().task
     metrics = evaluate(task)
-    path = METRICS_DIR / f"{task}.json"
+    path = layout.metrics(f"tasks/{task}")
     write_json(path, metrics)
     shown = ", ".join(f"{k} {v:.2f}" for k, v in metrics.items() if isinstance(v, float))
     log.info("%s: %s -> %s", metrics["task"], shown, path)

@@ -8,10 +8,8 @@ from bert.corpus.sentence_shards import train_shards
 from bert.errors import run_main
 from bert.pretraining.instances import ExampleConfig
 from bert.pretraining.mixing import create_examples
+from stages import layout
 from stages.params import load_params
-
-SHARDS = "data/shards"
-VOCAB = "data/vocab/vocab.txt"
 
 
 def main() -> None:
@@ -31,9 +29,9 @@ def main() -> None:
         dynamic_masking=examples.masking == "dynamic",
     )
     manifest = create_examples(
-        train_shards(SHARDS, list(params.corpora)),
-        f"data/examples/{phase}",
-        VOCAB,
+        train_shards(layout.shards(), list(params.corpora)),
+        layout.examples(phase),
+        layout.VOCAB,
         params.vocab.lower_case,
         config,
         params.mixing.mode,
@@ -43,8 +41,8 @@ def main() -> None:
         params.compute,
     )
     logging.getLogger("examples").info(
-        "data/examples/%s: %d instances in %d shards, %d tokens, %.1f%% random next (%s mixing)",
-        phase,
+        "%s: %d instances in %d shards, %d tokens, %.1f%% random next (%s mixing)",
+        layout.examples(phase),
         manifest["instances"],
         len(manifest["shards"]),
         manifest["tokens"],

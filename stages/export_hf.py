@@ -13,10 +13,11 @@ import torch
 
 from bert.errors import UserError, run_main
 from bert.modeling import BertForPreTraining
+from stages import layout
 from stages.params import load_params
 
 log = logging.getLogger("export_hf")
-SOURCE, TARGET = Path("data/models/phase2"), Path("data/weights/phase2")
+SOURCE, TARGET = layout.model("phase2"), layout.weights("phase2")
 
 
 def main() -> None:

@@ -14,23 +14,23 @@ With distributed.nproc_per_node x nnodes > 1 the stage starts itself again under
 
 import logging
 import sys
-from pathlib import Path
 
 import torch
 
 from bert.distributed import Distributed, launch
 from bert.errors import UserError, run_main
-from bert.finetune import described_files, finetune, init_directory, question_answering_objective
+from bert.finetune import described_files, finetune, question_answering_objective
 from bert.modeling import BertForQuestionAnswering
 from bert.squad.dataset import load_examples
 from bert.squad.features import make_features
 from bert.tokenization import load_tokenizer_from_dir
+from stages import layout
 from stages.params import Params, load_params
 
 log = logging.getLogger("finetune_squad")
 USAGE = "python -m stages.finetune_squad [--join NODE_RANK]"
-TRAIN_FILE = Path("data/squad/train.json")
-OUT_DIR = Path("data/models/squad")
+TRAIN_FILE = layout.SQUAD_TRAIN
+OUT_DIR = layout.model("squad")
 
 
 def main() -> None:
@@ -41,7 +41,7 @@ def main() -> None:
 
 def run(params: Params, distributed: Distributed) -> None:
     shared, squad, recipe = params.finetune, params.squad, params.recipe("squad")
-    source = init_directory(shared.init)
+    source = layout.init_directory(shared.init)
     tokenizer, lower_case = load_tokenizer_from_dir(source, params.vocab.lower_case)
     torch.manual_seed(recipe.seed)  # the same fresh QA head on every rank
     model = BertForQuestionAnswering.from_pretrained(source, unpad=shared.unpad)
@@ -94,9 +94,9 @@ def run(params: Params, distributed: Distributed) -> None:
         rank=distributed.rank,
         world_size=distributed.world_size,
         **params.finetuning("squad"),
-        checkpoint_dir=Path("data/checkpoints/squad"),
-        live_dir=Path("dvclive/finetune_squad"),
-        metrics_file=Path("metrics/finetune_squad.json"),
+        checkpoint_dir=layout.checkpoints("squad"),
+        live_dir=layout.live("finetune_squad"),
+        metrics_file=layout.metrics("finetune_squad"),
         run_description=described,
         execution={"unpad": shared.unpad},
     )

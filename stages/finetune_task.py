@@ -13,23 +13,21 @@ finetune_squad does.
 
 import logging
 import sys
-from pathlib import Path
 
 import torch
 
 from bert.distributed import Distributed, launch
 from bert.errors import UserError, run_main
-from bert.finetune import described_files, finetune, init_directory, task_objective
+from bert.finetune import described_files, finetune, task_objective
 from bert.tasks.data import Task, read_split, task_named
 from bert.tasks.features import make_features
 from bert.tasks.model import load_task_model
 from bert.tokenization import load_tokenizer_from_dir
+from stages import layout
 from stages.params import Params, load_params
 
 log = logging.getLogger("finetune_task")
 USAGE = "python -m stages.finetune_task TASK [--join NODE_RANK]"
-TASKS_DIR = Path("data/tasks")
-MODELS_DIR = Path("data/models/tasks")
 
 
 def main() -> None:
@@ -45,7 +43,7 @@ def main() -> None:
 def run(task: Task, params: Params, distributed: Distributed) -> None:
     shared, recipe = params.finetune, params.recipe(task.name)
     max_seq_length = getattr(params.tasks, task.name).max_seq_length
-    source = init_directory(shared.init)
+    source = layout.init_directory(shared.init)
     tokenizer, lower_case = load_tokenizer_from_dir(source, params.vocab.lower_case)
     torch.manual_seed(recipe.seed)  # the same fresh head on every rank
     model = load_task_model(task, source, unpad=shared.unpad)
@@ -56,7 +54,7 @@ def run(task: Task, params: Params, distributed: Distributed) -> None:
         )
     model.to(distributed.device)
 
-    train_file = TASKS_DIR / task.name / task.splits["train"]
+    train_file = layout.task_data(task.name) / task.splits["train"]
     examples = read_split(task, train_file)
     features = make_features(
         examples,
@@ -90,14 +88,14 @@ def run(task: Task, params: Params, distributed: Distributed) -> None:
         rank=distributed.rank,
         world_size=distributed.world_size,
         **params.finetuning(task.name),
-        checkpoint_dir=Path("data/checkpoints/tasks") / task.name,
-        live_dir=Path("dvclive/finetune_task") / task.name,
-        metrics_file=Path("metrics/finetune_task") / f"{task.name}.json",
+        checkpoint_dir=layout.checkpoints(f"tasks/{task.name}"),
+        live_dir=layout.live(f"finetune_task/{task.name}"),
+        metrics_file=layout.metrics(f"finetune_task/{task.name}"),
         run_description=described,
         execution={"unpad": shared.unpad},
     )
     if distributed.is_main:
-        out_dir = MODELS_DIR / task.name
+        out_dir = layout.task_model(task.name)
         label_names = task.labels if task.kind == "classification" else None
         model.save_pretrained(out_dir, source / "vocab.txt", lower_case, label_names)
         log.info("wrote %s", out_dir)

@@ -9,25 +9,24 @@ and the tasks it averages. WNLI is not among them, as in the BERT paper; SWAG is
 
 import json
 import logging
-from pathlib import Path
 
 from bert.atomic import write_json
 from bert.errors import UserError, run_main
 from bert.tasks.data import GLUE_TASKS, task_named
 from bert.tasks.evaluation import measure_names
 from bert.tasks.metrics import glue_score
+from stages import layout
 from stages.params import load_params
 
 log = logging.getLogger("glue_score")
-METRICS_DIR = Path("metrics/tasks")
-OUT_FILE = Path("metrics/glue.json")
+OUT_FILE = layout.metrics("glue")
 
 
 def main() -> None:
     tasks = [task for task in load_params().tasks.run if task in GLUE_TASKS]
     measures = {}
     for name in tasks:
-        path = METRICS_DIR / f"{name}.json"
+        path = layout.metrics(f"tasks/{name}")
         if not path.is_file():
             raise UserError(f"{path}: not found; run `dvc repro evaluate_task@{name}`")
         figures = json.loads(path.read_text(encoding="utf-8"))

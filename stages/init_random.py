@@ -8,16 +8,16 @@ pretraining starts. A Hugging Face directory like any other finetune.init, with 
 """
 
 import logging
-from pathlib import Path
 
 import torch
 
 from bert.errors import UserError, run_main
 from bert.modeling import BertConfig, BertForPreTraining
+from stages import layout
 from stages.params import load_params
 
-VOCAB = Path("data/vocab/vocab.txt")
-OUT_DIR = Path("data/weights/random")
+VOCAB = layout.VOCAB
+OUT_DIR = layout.weights("random")
 
 
 def main() -> None:

@@ -21,12 +21,13 @@ from bert.squad.dataset import dataset_version, load_examples, read_json
 from bert.squad.features import make_features
 from bert.squad.predict import predict_logits
 from bert.tokenization import load_tokenizer_from_dir
+from stages import layout
 from stages.params import load_params
 
 log = logging.getLogger("predict_squad")
-MODEL_DIR = Path("data/models/squad")
-DEV_FILE = Path("data/squad/dev.json")
-OUT_DIR = Path("data/predictions")
+MODEL_DIR = layout.model("squad")
+DEV_FILE = layout.SQUAD_DEV
+OUT_DIR = layout.SQUAD_PREDICTIONS
 
 
 def main() -> None:

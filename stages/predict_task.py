@@ -10,7 +10,6 @@ finetune.precision.
 import argparse
 import logging
 import time
-from pathlib import Path
 
 import torch
 
@@ -22,12 +21,10 @@ from bert.tasks.model import load_task_model
 from bert.tasks.predict import predict_logits, predicted_labels
 from bert.tasks.predictions_file import write_predictions
 from bert.tokenization import load_tokenizer_from_dir
+from stages import layout
 from stages.params import load_params
 
 log = logging.getLogger("predict_task")
-TASKS_DIR = Path("data/tasks")
-MODELS_DIR = Path("data/models/tasks")
-OUT_DIR = Path("data/task_predictions")
 
 
 def main() -> None:
@@ -35,7 +32,7 @@ def main() -> None:
     parser.add_argument("task", help="a task of `tasks.run` in params.yaml, e.g. mrpc")
     task = task_named(parser.parse_args().task)
     params = load_params()
-    model_dir = MODELS_DIR / task.name
+    model_dir = layout.task_model(task.name)
     if not (model_dir / "config.json").is_file():
         raise UserError(f"{model_dir}: no model; run `dvc repro finetune_task@{task.name}` first")
     tokenizer, _ = load_tokenizer_from_dir(model_dir, params.vocab.lower_case)
@@ -43,9 +40,9 @@ def main() -> None:
     device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
     model.to(device)
     max_seq_length = getattr(params.tasks, task.name).max_seq_length
-    with atomic_folder(OUT_DIR / task.name) as staging:
+    with atomic_folder(layout.task_predictions(task.name)) as staging:
         for split in task.dev_splits:
-            dev_file = TASKS_DIR / task.name / task.splits[split]
+            dev_file = layout.task_data(task.name) / task.splits[split]
             examples = read_split(task, dev_file)
             features = make_features(
                 examples, tokenizer, max_seq_length=max_seq_length, multiple_choice=task.kind == "choice"
@@ -61,7 +58,7 @@ def main() -> None:
             seconds = time.perf_counter() - started
             write_predictions(staging / f"{split}.tsv", task, predicted_labels(task, logits), examples.rows)
             log.info("%s %s: %d examples in %.1f s on %s", task.title, split, len(examples), seconds, device)
-    log.info("wrote %s", OUT_DIR / task.name)
+    log.info("wrote %s", layout.task_predictions(task.name))
 
 
 if __name__ == "__main__":

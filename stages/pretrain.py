@@ -27,6 +27,7 @@ from bert.optim import build_optimizer, fit_optimizer_state, warmup_poly_schedul
 from bert.pretraining.loader import DynamicMasking, PretrainingData
 from bert.pretraining.loss import pretraining_objective
 from bert.training import TrainConfig, train
+from stages import layout
 from stages.params import Params, load_params
 
 log = logging.getLogger("pretrain")
@@ -47,11 +48,11 @@ def main() -> None:
 def pretrain(params: Params, phase: str, distributed: Distributed) -> None:
     spec = getattr(params.pretrain, phase)
     examples = getattr(params.examples, phase)
-    vocab_file = Path("data/vocab/vocab.txt")
+    vocab_file = layout.VOCAB
     if not vocab_file.is_file():
         raise UserError(f"{vocab_file}: not found; run the `vocab` stage first")
     vocab_size = len(vocab_file.read_text(encoding="utf-8").splitlines())
-    shards = sorted(Path(f"data/examples/{phase}").glob("*.hdf5"))
+    shards = sorted(layout.examples(phase).glob("*.hdf5"))
 
     length_binning, unpad = params.pretrain.length_binning, params.pretrain.unpad
     # apex's FusedLayerNorm with use_apex (as FusedLAMB below); both fall back to torch when absent
@@ -60,10 +61,10 @@ def pretrain(params: Params, phase: str, distributed: Distributed) -> None:
     if phase == "phase1":
         model = BertForPreTraining(BertConfig.resolve(params.model.size, vocab_size), **options)
     else:
-        model = BertForPreTraining.from_pretrained("data/models/phase1", **options)
+        model = BertForPreTraining.from_pretrained(layout.model("phase1"), **options)
         if model.config.vocab_size != vocab_size:
             raise UserError(
-                f"data/models/phase1 has vocab_size {model.config.vocab_size}, {vocab_file} has {vocab_size}; re-run phase 1"
+                f"{layout.model('phase1')} has vocab_size {model.config.vocab_size}, {vocab_file} has {vocab_size}; re-run phase 1"
             )
         if model.config.max_position_embeddings < examples.max_seq_length:
             raise UserError(
@@ -120,10 +121,8 @@ def pretrain(params: Params, phase: str, distributed: Distributed) -> None:
     config = train_config(params, phase, _described(params, phase, shards, length_binning))
     train(model, data, pretraining_objective, optimizer, scheduler, config)
     if distributed.is_main:
-        model.save_pretrained(
-            f"data/models/{phase}", vocab_file=vocab_file, lower_case=params.vocab.lower_case
-        )
-        log.info("wrote data/models/%s", phase)
+        model.save_pretrained(layout.model(phase), vocab_file=vocab_file, lower_case=params.vocab.lower_case)
+        log.info("wrote %s", layout.model(phase))
 
 
 def train_config(params: Params, phase: str, described: dict) -> TrainConfig:
@@ -136,13 +135,13 @@ def train_config(params: Params, phase: str, described: dict) -> TrainConfig:
         log_every=params.pretrain.log_every,
         save_every=params.pretrain.save_every,
         keep_last=params.pretrain.keep_last,
-        checkpoint_dir=Path(f"data/checkpoints/{phase}"),
+        checkpoint_dir=layout.checkpoints(phase),
         resume=params.pretrain.resume,
         max_nonfinite_steps=params.pretrain.max_nonfinite_steps,
         compile=params.pretrain.compile,
         seed=params.seed,
-        live_dir=Path(f"dvclive/pretrain_{phase}"),
-        metrics_file=Path(f"metrics/pretrain_{phase}.json"),
+        live_dir=layout.live(f"pretrain_{phase}"),
+        metrics_file=layout.metrics(f"pretrain_{phase}"),
         run_signature=run_signature(described),
         run_description=described,
         execution={
@@ -172,9 +171,9 @@ def _described(params, phase: str, shards: list[Path], length_binning: bool) -> 
         "masking": params.examples.masking,
         "shards": [(p.name, p.stat().st_size) for p in shards],
         # What the shards were made from and how (the manifest lists params, vocab hash and counts).
-        "manifest": file_sha256(f"data/examples/{phase}/manifest.json"),
+        "manifest": file_sha256(layout.examples(phase) / "manifest.json"),
         # Phase 2 continues phase 1: a new phase 1 must never let phase 2 resume its old checkpoints.
-        "init": file_sha256("data/models/phase1/model.safetensors") if phase == "phase2" else None,
+        "init": file_sha256(layout.model("phase1") / "model.safetensors") if phase == "phase2" else None,
     }
     if length_binning:  # another data order; named only when on, so older checkpoints still resume
         described["length_binning"] = True
@@ -186,7 +185,7 @@ def _described(params, phase: str, shards: list[Path], length_binning: bool) -> 
 def _load_phase1_optimizer(optimizer: torch.optim.Optimizer, name: str) -> None:
     """Phase 2 continues phase 1's optimizer moments (NVIDIA's --init_checkpoint with
     --resume_from_checkpoint semantics) from the newest phase 1 checkpoint, with phase 2's LR."""
-    found = list_checkpoints("data/checkpoints/phase1")
+    found = list_checkpoints(layout.checkpoints("phase1"))
     if not found:
         raise UserError(
             "pretrain.phase2.init_optimizer_from_phase1 is on but data/checkpoints/phase1 holds no checkpoint; "

@@ -5,6 +5,7 @@ import sys
 from bert.atomic import write_json
 from bert.corpus.shards import shard_corpus
 from bert.errors import UserError, run_main
+from stages import layout
 from stages.params import load_params
 
 
@@ -16,8 +17,8 @@ def main() -> None:
     if corpus not in params.corpora:
         raise UserError(f"unknown corpus {corpus!r}; params.yaml `corpora` has: {', '.join(params.corpora)}")
     metrics = shard_corpus(
-        f"data/documents/{corpus}",
-        f"data/shards/{corpus}",
+        layout.documents(corpus),
+        layout.shards(corpus),
         num_train_shards=params.shard.num_train_shards,
         num_test_shards=params.shard.num_test_shards,
         test_fraction=params.shard.test_fraction,
@@ -26,7 +27,7 @@ def main() -> None:
         seed=params.seed,
         compute=params.compute,
     )
-    write_json(f"metrics/shard_{corpus}.json", metrics)
+    write_json(layout.metrics(f"shard_{corpus}"), metrics)
 
 
 if __name__ == "__main__":

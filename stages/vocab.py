@@ -7,10 +7,8 @@ from functools import partial
 from bert.corpus.sentence_shards import iter_sentences, train_shards
 from bert.errors import run_main
 from bert.vocab import prepare_vocab
+from stages import layout
 from stages.params import load_params
-
-OUTPUT = "data/vocab"
-SHARDS = "data/shards"
 
 
 def main() -> None:
@@ -18,11 +16,13 @@ def main() -> None:
     vocab = params.vocab
     sentences = None
     if vocab.source == "train":
-        files = [path for paths in train_shards(SHARDS, list(params.corpora)).values() for path in paths]
+        files = [
+            path for paths in train_shards(layout.shards(), list(params.corpora)).values() for path in paths
+        ]
         sentences = partial(iter_sentences, files)
     path = prepare_vocab(
         vocab.source,
-        OUTPUT,
+        layout.VOCAB_DIR,
         vocab.lower_case,
         sentences=sentences,
         vocab_size=vocab.vocab_size,

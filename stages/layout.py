@@ -1,0 +1,90 @@
+"""Where the pipeline keeps its files: every path a stage, `scripts/summary.py` or a message names
+comes from here. dvc.yaml names the same paths for DVC (tests/test_layout.py holds the two equal),
+and the library (bert/) takes paths as arguments and knows none of them.
+"""
+
+from pathlib import Path
+
+from bert.errors import UserError
+
+DATA = Path("data")
+SAMPLE = DATA / "sample"  # the bundled sample world (committed), the demo's sources
+VOCAB_DIR = DATA / "vocab"
+VOCAB = VOCAB_DIR / "vocab.txt"
+SQUAD_DIR = DATA / "squad"
+SQUAD_TRAIN = SQUAD_DIR / "train.json"
+SQUAD_DEV = SQUAD_DIR / "dev.json"
+SQUAD_PREDICTIONS = DATA / "predictions"
+METRICS = Path("metrics")
+LIVE = Path("dvclive")
+
+
+def raw(corpus: str) -> Path:
+    return DATA / "raw" / corpus
+
+
+def documents(corpus: str) -> Path:
+    return DATA / "documents" / corpus
+
+
+def shards(corpus: str | None = None) -> Path:
+    """One corpus's sentence shards, or (None) the folder of every corpus's."""
+    return DATA / "shards" if corpus is None else DATA / "shards" / corpus
+
+
+def examples(phase: str) -> Path:
+    return DATA / "examples" / phase
+
+
+def model(name: str) -> Path:
+    """A stage's trained model: phase1, phase2 (pretraining), squad."""
+    return DATA / "models" / name
+
+
+def task_model(task: str) -> Path:
+    return DATA / "models" / "tasks" / task
+
+
+def weights(name: str) -> Path:
+    """A Hugging Face folder to start from: phase2, random, or a key of `weights`."""
+    return DATA / "weights" / name
+
+
+def task_data(task: str) -> Path:
+    return DATA / "tasks" / task
+
+
+def task_predictions(task: str) -> Path:
+    return DATA / "task_predictions" / task
+
+
+def checkpoints(run: str) -> Path:
+    """A training run's checkpoints (phase1, phase2, squad, tasks/<task>): outside DVC's outputs,
+    so that a killed stage resumes from them."""
+    return DATA / "checkpoints" / run
+
+
+def live(run: str) -> Path:
+    """A training run's DVCLive curves: pretrain_phase1, finetune_squad, finetune_task/<task>."""
+    return LIVE / run
+
+
+def metrics(name: str) -> Path:
+    """metrics/<name>.json: documents_<corpus>, pretrain_phase1, squad, tasks/<task>, glue, ..."""
+    return METRICS / f"{name}.json"
+
+
+# The stage that builds each weights folder the pipeline makes itself; any other name is a
+# `weights` entry, fetched by download_weights@<name>.
+BUILT_WEIGHTS = {"phase2": "export_hf", "random": "init_random"}
+
+
+def init_directory(init: str) -> Path:
+    """The Hugging Face folder finetune.init (or pretrain.init) names, as its stage left it."""
+    directory = weights(init)
+    stage = BUILT_WEIGHTS.get(init, f"download_weights@{init}")
+    if not (directory / "vocab.txt").is_file() or not (directory / "config.json").is_file():
+        raise UserError(
+            f"{directory}: no config.json + vocab.txt for finetune.init={init}; run `dvc repro {stage}`"
+        )
+    return directory

@@ -1,0 +1,68 @@
+"""Paths live in one place: stages/layout.py. No stage or script spells a pipeline path itself,
+and every output dvc.yaml declares is a path the layout gives (so the two cannot drift apart)."""
+
+import ast
+from pathlib import Path
+
+import yaml
+
+from stages import layout
+
+REPO = Path(__file__).resolve().parents[1]
+PIPELINE_ROOTS = ("data/", "metrics/", "dvclive/")
+
+
+def spelled_paths(source: Path) -> list[str]:
+    """String constants (f-string pieces too) that begin like a pipeline path."""
+    tree = ast.parse(source.read_text(encoding="utf-8"))
+    found = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Constant) and isinstance(node.value, str):
+            first = node.value.split()[0] if node.value.split() else ""
+            if first.startswith(PIPELINE_ROOTS) and node.lineno:
+                found.append(f"{source.relative_to(REPO)}:{node.lineno}: {node.value!r}")
+    return found
+
+
+def test_no_stage_or_script_spells_a_pipeline_path():
+    """Docstrings may describe the files; code takes them from stages.layout."""
+    offenders = []
+    for source in [*sorted((REPO / "stages").glob("*.py")), *sorted((REPO / "scripts").glob("*.py"))]:
+        if source.name == "layout.py":
+            continue
+        docstrings = set()
+        tree = ast.parse(source.read_text(encoding="utf-8"))
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Module | ast.FunctionDef | ast.ClassDef) and ast.get_docstring(node):
+                docstrings.add(node.body[0].value.lineno)
+        offenders += [line for line in spelled_paths(source) if int(line.split(":")[1]) not in docstrings]
+    assert offenders == []
+
+
+def expected_outputs(params: dict) -> set[str]:
+    corpora, phases, tasks = list(params["corpora"]), ("phase1", "phase2"), params["tasks"]["run"]
+    paths = {layout.VOCAB_DIR, layout.SQUAD_DIR, layout.model("squad"), layout.live("finetune_squad"),
+             layout.metrics("finetune_squad"), layout.SQUAD_PREDICTIONS, layout.metrics("squad"),
+             layout.metrics("benchmark"), layout.metrics("glue")}  # fmt: skip
+    for corpus in corpora:
+        paths |= {layout.raw(corpus), layout.documents(corpus), layout.shards(corpus),
+                  layout.metrics(f"documents_{corpus}"), layout.metrics(f"shard_{corpus}")}  # fmt: skip
+    for phase in phases:
+        paths |= {layout.examples(phase), layout.model(phase), layout.live(f"pretrain_{phase}"),
+                  layout.metrics(f"pretrain_{phase}")}  # fmt: skip
+    for name in [*layout.BUILT_WEIGHTS, *params["weights"]]:
+        paths.add(layout.weights(name))
+    for task in tasks:
+        paths |= {layout.task_data(task), layout.task_model(task), layout.live(f"finetune_task/{task}"),
+                  layout.metrics(f"finetune_task/{task}"), layout.task_predictions(task),
+                  layout.metrics(f"tasks/{task}")}  # fmt: skip
+    return {str(path) for path in paths}
+
+
+def test_every_output_dvc_yaml_declares_is_a_layout_path():
+    from dvc.repo import Repo
+
+    params = yaml.safe_load((REPO / "params.yaml").read_text(encoding="utf-8"))
+    with Repo(str(REPO)) as repo:
+        declared = {out.def_path for stage in repo.index.stages for out in stage.outs}
+    assert declared == expected_outputs(params)
