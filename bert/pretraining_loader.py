@@ -18,8 +18,14 @@ The position inside an epoch is "global samples consumed", a multiple of G; `ski
 there exactly. Shards written with `masking="dynamic"` hold unmasked pairs: the loader masks each
 piece of a batch with bert.masking.mask_batch and an rng seeded from (seed, epoch, shard, first
 row), so masks change every epoch and a resumed run draws the same masks as an uninterrupted one.
+
+Loader worker processes ignore the pre-emption signals (SIGTERM, SIGUSR1): the rank that owns them
+stops at its next step boundary and checkpoints (bert.training), and they must live until then.
+They are in the rank's process group, which torchrun signals as a whole, and a scheduler's
+`scancel` signals every process: a worker that died of it would end the rank mid-step.
 """
 
+import signal
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -29,6 +35,7 @@ import torch
 from torch.utils.data import DataLoader, Dataset
 
 from bert.binning import bin_by_length, window_batches
+from bert.distributed import PREEMPTION_SIGNALS
 from bert.errors import UserError
 from bert.examples_format import NAMES, describe_shards
 from bert.global_batch import accumulation_steps, micro_slice
@@ -135,8 +142,17 @@ class PretrainingData:
             # Worker seeds from this generator, not from torch's global RNG: starting an epoch's
             # workers must not shift the dropout draws, or a resumed run would differ.
             generator=torch.Generator().manual_seed(self.seed * 1000003 + self.epoch),
+            worker_init_fn=ignore_preemption_signals,
         )
         yield from loader
+
+
+def ignore_preemption_signals(worker_id: int) -> None:
+    """A loader worker's start: outlive a pre-emption signal (see the module's docstring). The
+    worker still ends with its rank: the DataLoader shuts it down, and it exits by itself within
+    seconds when the rank is gone (torch's watchdog); SIGKILL ends it at any time."""
+    for name in PREEMPTION_SIGNALS:
+        signal.signal(getattr(signal, name), signal.SIG_IGN)
 
 
 class EpochBatches(Dataset):
