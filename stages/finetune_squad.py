@@ -44,8 +44,9 @@ def main() -> None:
     if node_rank is None:
         raise UserError(f"usage: {usage}")
     if relaunch_under_torchrun(
-        ["stages.finetune_squad"], d.nproc_per_node, d.nnodes, d.rdzv_endpoint, d.max_restarts, node_rank
-    ):
+        ["stages.finetune_squad"], d.nproc_per_node, d.nnodes, d.rdzv_endpoint, d.max_restarts, node_rank,
+        checkpoint_dir="data/checkpoints/squad",
+    ):  # fmt: skip
         return
     distributed = setup_distributed(d.backend, d.timeout_minutes)
     try:

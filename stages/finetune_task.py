@@ -48,8 +48,9 @@ def main() -> None:
         raise UserError(f"usage: {usage}")
     command = ["stages.finetune_task", task.name]
     if relaunch_under_torchrun(
-        command, d.nproc_per_node, d.nnodes, d.rdzv_endpoint, d.max_restarts, node_rank
-    ):
+        command, d.nproc_per_node, d.nnodes, d.rdzv_endpoint, d.max_restarts, node_rank,
+        checkpoint_dir=f"data/checkpoints/tasks/{task.name}",
+    ):  # fmt: skip
         return
     distributed = setup_distributed(d.backend, d.timeout_minutes)
     try:
