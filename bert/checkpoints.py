@@ -73,6 +73,12 @@ def list_checkpoints(directory: str | Path) -> list[Path]:
     return sorted(Path(directory).glob(CHECKPOINT_GLOB))
 
 
+def checkpoint_step(path: str | Path) -> int:
+    """The step of a checkpoint file, read from its name (step-<step>.pt: save_checkpoint renames a
+    whole file to it), so that naming a checkpoint does not load gigabytes."""
+    return int(Path(path).stem.removeprefix("step-"))
+
+
 def save_checkpoint(directory: str | Path, step: int, state: dict, keep_last: int) -> Path:
     """Write `state` as step-<step>.pt, complete or absent (a crash leaves the old files whole),
     then delete all but the newest `keep_last`."""

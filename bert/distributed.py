@@ -66,11 +66,14 @@ def launch(
     usage: str,
     settings: LaunchSettings,
     work: Callable[[Distributed], None],
+    *,
+    checkpoint_dir: str | os.PathLike,
 ) -> None:
     """Run a training stage: `python -m <module_args> [--join NODE_RANK]` (join_args: what follows
     the module's own arguments on its command line). In the process that is the run's (alone, or a
     rank under torchrun), call work(distributed) between joining and leaving the process group;
-    otherwise start torchrun on this node and return once every rank has finished."""
+    otherwise start torchrun on this node and return once every rank has finished (a pre-empted
+    run's line names the newest checkpoint in `checkpoint_dir` actually on disk)."""
     node_rank = node_rank_to_join(join_args, settings.nnodes, usage)
     if node_rank is None:
         raise UserError(f"usage: {usage}")
@@ -81,6 +84,7 @@ def launch(
         settings.rdzv_endpoint,
         settings.max_restarts,
         node_rank,
+        checkpoint_dir=checkpoint_dir,
     ):
         return
     distributed = setup_distributed(settings.backend, settings.timeout_minutes)
@@ -224,12 +228,14 @@ def relaunch_under_torchrun(
     rdzv_endpoint: str,
     max_restarts: int,
     node_rank: int = 0,
+    checkpoint_dir: str | os.PathLike | None = None,
 ) -> bool:
     """When the run asks for more than one process and this process is not one of torchrun's
     yet: run `python -m <module_args>` again under torchrun and return True once every rank has
     finished (UserError when one failed: torchrun stops the others and prints the failed rank's
     error). False when this process is the run's (alone, or a rank) and should do the work.
-    A pre-emption signal sent to this process goes on to torchrun, which passes it to the ranks."""
+    A pre-emption signal sent to this process goes on to torchrun, which passes it to the ranks;
+    the error that follows names the newest checkpoint of checkpoint_dir (the stage's) on disk."""
     under_torchrun = "TORCHELASTIC_RUN_ID" in os.environ or "LOCAL_RANK" in os.environ
     if nproc_per_node * nnodes == 1 or under_torchrun:
         return False
@@ -239,26 +245,35 @@ def relaunch_under_torchrun(
     )
     env = {**os.environ}
     env.setdefault(NCCL_ERROR_HANDLING, "1")  # a lost rank ends the job instead of hanging it
+    env.setdefault("OMP_NUM_THREADS", str(threads_per_rank(nproc_per_node)))
     # torchrun passes these on to the ranks (it dies of SIGUSR1 otherwise: a SLURM --signal sent to
-    # every process of the job); an env var, which a torchrun too old to know it ignores.
-    env.setdefault("TORCHELASTIC_SIGNALS_TO_HANDLE", "SIGTERM,SIGINT,SIGHUP,SIGQUIT,SIGUSR1")
-    process = subprocess.Popen(command, env=env)
-    received = []
+    # every process of the job). torchrun's --signals-to-handle, through the PET_ variable its
+    # options read; TORCHELASTIC_ for older torchruns (a newer one overwrites it with that option).
+    signals = "SIGTERM,SIGINT,SIGHUP,SIGQUIT,SIGUSR1"
+    env.setdefault("PET_SIGNALS_TO_HANDLE", signals)
+    env.setdefault("TORCHELASTIC_SIGNALS_TO_HANDLE", signals)
+    checkpoint_before = _newest_checkpoint(checkpoint_dir)
+    received, torchrun = [], []
 
     def forward(signum, frame):  # as SIGTERM, which every torchrun passes on to the ranks
         received.append(signal.Signals(signum).name)
-        process.send_signal(signal.SIGTERM)
+        for process in torchrun:
+            process.send_signal(signal.SIGTERM)
 
+    # Handlers first: torchrun must not inherit an ignored signal (`trap '' TERM` before dvc), and
+    # a signal that comes while it starts is passed on once it runs.
     previous = {name: signal.signal(getattr(signal, name), forward) for name in PREEMPTION_SIGNALS}
     try:
+        process = subprocess.Popen(command, env=env)
+        torchrun.append(process)
+        if received:
+            process.send_signal(signal.SIGTERM)
         status = process.wait()
     finally:
         for name, handler in previous.items():
             signal.signal(getattr(signal, name), handler)
     if received and status:
-        raise UserError(
-            f"pre-empted ({received[0]}): the ranks wrote a checkpoint; run the stage again to resume"
-        )
+        raise UserError(f"pre-empted ({received[0]}); {_checkpoint_note(checkpoint_dir, checkpoint_before)}")
     if status:
         where = "see the rank's error above"
         if (
@@ -268,7 +283,40 @@ def relaunch_under_torchrun(
                 f"; a rendezvous timeout means not all {nnodes} nodes started: on each other node run "
                 f"`python -m {' '.join(module_args)} --join N` (N = 1 to {nnodes - 1}), not `dvc repro`"
             )
+        if checkpoint_dir:
+            where += f"; {_checkpoint_note(checkpoint_dir, checkpoint_before)}"
         raise UserError(
             f"python -m {' '.join(module_args)} failed on at least one rank (exit status {status}); {where}"
         )
     return True
+
+
+def threads_per_rank(nproc_per_node: int) -> int:
+    """The CPU threads of each rank (OMP_NUM_THREADS): the CPUs this node lets the run use (its
+    affinity: what SLURM, taskset or a container grants), shared by its ranks. torchrun sets 1 only
+    when nproc_per_node > 1, and a lone rank takes every core: 2 nodes x 1 rank would then sum
+    floats in another order than 1 node x 2 ranks, and compute other weights."""
+    cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+    return max(1, cpus // nproc_per_node)
+
+
+def _newest_checkpoint(checkpoint_dir) -> tuple | None:
+    """(path, modification time) of the newest checkpoint of checkpoint_dir; None when there is none."""
+    from bert.checkpoints import list_checkpoints  # it imports this module
+
+    found = list_checkpoints(checkpoint_dir)[-1:] if checkpoint_dir else []
+    return (found[0], found[0].stat().st_mtime_ns) if found else None
+
+
+def _checkpoint_note(checkpoint_dir, before: tuple | None) -> str:
+    """What the stopped ranks left to resume from, as the disk has it now."""
+    from bert.checkpoints import checkpoint_step
+
+    newest = _newest_checkpoint(checkpoint_dir)
+    if newest is None:
+        return f"no checkpoint in {checkpoint_dir}: running the stage again starts afresh"
+    when = "from before this run" if newest == before else "written by this run"
+    return (
+        f"the newest checkpoint is step {checkpoint_step(newest[0])} ({newest[0]}, {when}); "
+        "run the stage again to resume"
+    )

@@ -7,7 +7,9 @@ traceback, then exit non-zero. Anything else is a bug and keeps its traceback.
 import errno
 import logging
 import os
+import signal
 import sys
+import threading
 from collections.abc import Callable
 
 
@@ -30,6 +32,7 @@ def run_main(main: Callable[[], object], log_level: int = logging.INFO) -> None:
     """Run a command's main(): a UserError or a full disk becomes one line on stderr and exit
     status 1, Ctrl-C exit status 130; anything else is a bug and keeps its traceback."""
     logging.basicConfig(level=log_level, format="%(asctime)s %(name)s: %(message)s", datefmt="%H:%M:%S")
+    _stop_on_preemption_signals()
     try:
         main()
     except UserError as error:
@@ -47,3 +50,14 @@ def run_main(main: Callable[[], object], log_level: int = logging.INFO) -> None:
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)
         sys.exit(130)
+
+
+def _stop_on_preemption_signals() -> None:
+    """SIGTERM and SIGUSR1 stop a command (a training stage checkpoints first), even when it was
+    started with them ignored: `dvc repro` is best run so (docs/operations.md, pre-emption), so
+    that dvc waits for the stage instead of dying at once, and an ignored signal is inherited."""
+    if threading.current_thread() is not threading.main_thread():
+        return
+    for signum in (signal.SIGTERM, signal.SIGUSR1):
+        if signal.getsignal(signum) is signal.SIG_IGN:
+            signal.signal(signum, signal.SIG_DFL)

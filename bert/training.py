@@ -36,7 +36,13 @@ from torch import nn
 from tqdm import tqdm
 
 from bert.atomic import atomic_file, write_json
-from bert.checkpoints import checkpoint_to_resume, list_checkpoints, save_checkpoint, source_fingerprint
+from bert.checkpoints import (
+    checkpoint_step,
+    checkpoint_to_resume,
+    list_checkpoints,
+    save_checkpoint,
+    source_fingerprint,
+)
 from bert.distributed import PREEMPTION_SIGNALS, all_reduce_sum, barrier, rank_and_world_size
 from bert.errors import UserError
 from bert.optim import fit_optimizer_state
@@ -204,12 +210,11 @@ def train(
                 started = time.perf_counter()
                 _save(config, execution, step, model, optimizer, scheduler, scaler, data, totals)
             if step < config.max_steps and preemption.agreed():  # every rank, at the same step
-                saved = bool(config.checkpoint_dir) and nonfinite_in_row == 0  # after a good step only
-                if saved and not due:
+                if config.checkpoint_dir and nonfinite_in_row == 0 and not due:  # after a good step only
                     totals["seconds"] += time.perf_counter() - started
                     _save(config, execution, step, model, optimizer, scheduler, scaler, data, totals)
                 barrier()  # no rank exits (and has torchrun stop the others) before rank 0 has written
-                raise preemption.error(step, config.checkpoint_dir if saved else None)
+                raise preemption.error(step, config.checkpoint_dir)
 
     totals["seconds"] += time.perf_counter() - started
     summary = _summary(totals, step)
@@ -301,10 +306,18 @@ class _Preemption:
         return all_reduce_sum(flag).item() > 0
 
     def error(self, step: int, checkpoint_dir) -> UserError:
+        """The line a stopped rank ends with; it names the checkpoint the disk holds, not the one
+        that was meant to be written."""
         by = self.received or "a signal to another rank"
-        saved = (
-            f"checkpoint of step {step} in {checkpoint_dir}" if checkpoint_dir else "no checkpoint written"
-        )
+        newest = list_checkpoints(checkpoint_dir)[-1:] if checkpoint_dir else []
+        if newest and checkpoint_step(newest[0]) == step:
+            saved = f"checkpoint of step {step} in {checkpoint_dir}"
+        elif newest:
+            saved = (
+                f"no checkpoint of it; the newest is step {checkpoint_step(newest[0])} in {checkpoint_dir}"
+            )
+        else:
+            saved = "no checkpoint written"
         return UserError(f"pre-empted by {by} at step {step} ({saved}); run the stage again to resume")
 
 

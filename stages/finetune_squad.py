@@ -36,7 +36,14 @@ OUT_DIR = layout.model("squad")
 def main() -> None:
     params = load_params()
     params.check_global_batch("squad")
-    launch(["stages.finetune_squad"], sys.argv[1:], USAGE, params.distributed, lambda d: run(params, d))
+    launch(
+        ["stages.finetune_squad"],
+        sys.argv[1:],
+        USAGE,
+        params.distributed,
+        lambda distributed: run(params, distributed),
+        checkpoint_dir=layout.checkpoints("squad"),
+    )
 
 
 def run(params: Params, distributed: Distributed) -> None:

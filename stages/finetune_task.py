@@ -36,8 +36,14 @@ def main() -> None:
     task = task_named(sys.argv[1])
     params = load_params()
     params.check_global_batch(task.name)
-    command = ["stages.finetune_task", task.name]
-    launch(command, sys.argv[2:], USAGE, params.distributed, lambda d: run(task, params, d))
+    launch(
+        ["stages.finetune_task", task.name],
+        sys.argv[2:],
+        USAGE,
+        params.distributed,
+        lambda distributed: run(task, params, distributed),
+        checkpoint_dir=layout.checkpoints(f"tasks/{task.name}"),
+    )
 
 
 def run(task: Task, params: Params, distributed: Distributed) -> None:

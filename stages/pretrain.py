@@ -41,8 +41,14 @@ def main() -> None:
     phase = sys.argv[1]
     params = load_params()
     params.check_global_batch(phase)
-    command = ["stages.pretrain", phase]
-    launch(command, sys.argv[2:], USAGE, params.distributed, lambda d: pretrain(params, phase, d))
+    launch(
+        ["stages.pretrain", phase],
+        sys.argv[2:],
+        USAGE,
+        params.distributed,
+        lambda distributed: pretrain(params, phase, distributed),
+        checkpoint_dir=layout.checkpoints(phase),
+    )
 
 
 def pretrain(params: Params, phase: str, distributed: Distributed) -> None:

@@ -16,7 +16,7 @@ from torch import nn
 import bert.distributed
 from bert.checkpoints import list_checkpoints, load_checkpoint, save_checkpoint
 from bert.distributed import relaunch_under_torchrun, setup_distributed, torchrun_command
-from bert.errors import UserError
+from bert.errors import UserError, run_main
 from bert.modeling import BertForPreTraining
 from bert.optim import Lamb, build_optimizer, fit_optimizer_state, warmup_poly_schedule
 from bert.pretraining.loss import pretraining_loss, pretraining_objective
@@ -187,28 +187,127 @@ def test_launcher_turns_on_nccl_async_error_handling_unless_the_user_set_it(monk
     )
     assert relaunch_under_torchrun(["stages.pretrain", "phase1"], 2, 1, "localhost:1", 0) is True
     assert started[0].env["TORCH_NCCL_ASYNC_ERROR_HANDLING"] == (user_value or "1")
-    assert {"SIGTERM", "SIGUSR1"} <= set(started[0].env["TORCHELASTIC_SIGNALS_TO_HANDLE"].split(","))
+    # torchrun's own option (PET_): it overwrites TORCHELASTIC_SIGNALS_TO_HANDLE, and died of SIGUSR1
+    assert {"SIGTERM", "SIGUSR1"} <= set(started[0].env["PET_SIGNALS_TO_HANDLE"].split(","))
 
 
-def test_launcher_passes_a_preemption_signal_on_and_says_so(monkeypatch):
+@pytest.mark.parametrize(
+    "cpus, nproc_per_node, threads", [(64, 8, 8), (64, 1, 64), (3, 2, 1), (1, 4, 1), (2, 2, 1)]
+)
+def test_each_rank_gets_its_share_of_the_cpus_of_its_node(monkeypatch, cpus, nproc_per_node, threads):
+    monkeypatch.setattr(bert.distributed.os, "sched_getaffinity", lambda pid: set(range(cpus)))
+    assert bert.distributed.threads_per_rank(nproc_per_node) == threads
+
+
+@pytest.mark.parametrize("user_value", [None, "3"])
+def test_launcher_sets_the_threads_of_the_ranks_unless_the_user_did(monkeypatch, user_value):
+    """torchrun itself sets OMP_NUM_THREADS=1 with 2+ ranks a node and nothing with one, so 2 nodes
+    x 1 rank and 1 node x 2 ranks computed with other thread counts (and other weights)."""
     monkeypatch.delenv("LOCAL_RANK", raising=False)
     monkeypatch.delenv("TORCHELASTIC_RUN_ID", raising=False)
+    monkeypatch.setattr(bert.distributed.os, "sched_getaffinity", lambda pid: set(range(16)))
+    if user_value is None:
+        monkeypatch.delenv("OMP_NUM_THREADS", raising=False)
+    else:
+        monkeypatch.setenv("OMP_NUM_THREADS", user_value)
+    started = []
+    monkeypatch.setattr(
+        bert.distributed.subprocess,
+        "Popen",
+        lambda command, env: started.append(FakeTorchrun(command, env)) or started[-1],
+    )
+    for nproc_per_node, nnodes in [(4, 1), (1, 4)]:
+        relaunch_under_torchrun(["stages.pretrain", "phase1"], nproc_per_node, nnodes, "localhost:1", 0)
+    assert [run.env["OMP_NUM_THREADS"] for run in started] == [user_value or "4", user_value or "16"]
+
+
+def _newest_checkpoint_line(tmp_path, monkeypatch, before: list[int], during: list[int]) -> str:
+    """The launcher's line when SIGUSR1 comes while torchrun runs, the checkpoint folder holding the
+    steps `before` at the start; the ranks write the steps `during` and fail (pre-empted)."""
+    monkeypatch.delenv("LOCAL_RANK", raising=False)
+    monkeypatch.delenv("TORCHELASTIC_RUN_ID", raising=False)
+    folder = tmp_path / "ckpt"
+    folder.mkdir()
+    for step in before:
+        save_checkpoint(folder, step, {"step": step}, keep_last=3)
     started = []
 
+    def ranks_preempted():
+        os.kill(os.getpid(), signal.SIGUSR1)
+        for step in during:
+            save_checkpoint(folder, step, {"step": step}, keep_last=3)
+
     def popen(command, env):
-        started.append(
-            FakeTorchrun(command, env, on_wait=lambda: os.kill(os.getpid(), signal.SIGUSR1), status=1)
-        )
+        started.append(FakeTorchrun(command, env, on_wait=ranks_preempted, status=1))
         return started[-1]
 
     monkeypatch.setattr(bert.distributed.subprocess, "Popen", popen)
-    with pytest.raises(
-        UserError,
-        match=r"^pre-empted \(SIGUSR1\): the ranks wrote a checkpoint; run the stage again to resume$",
-    ):
-        relaunch_under_torchrun(["stages.pretrain", "phase1"], 2, 1, "localhost:1", 0)
+    with pytest.raises(UserError) as error:
+        relaunch_under_torchrun(["stages.pretrain", "phase1"], 2, 1, "localhost:1", 0, checkpoint_dir=folder)
     assert started[0].signals == [signal.SIGTERM]  # the signal every torchrun passes on
     assert signal.getsignal(signal.SIGUSR1) is signal.SIG_DFL
+    return str(error.value)
+
+
+def test_launcher_passes_a_preemption_signal_on_and_names_the_checkpoint_on_disk(tmp_path, monkeypatch):
+    line = _newest_checkpoint_line(tmp_path, monkeypatch, before=[4], during=[7])
+    assert line == (
+        f"pre-empted (SIGUSR1); the newest checkpoint is step 7 ({tmp_path}/ckpt/step-00000007.pt, "
+        "written by this run); run the stage again to resume"
+    )
+
+
+@pytest.mark.parametrize("before", [[], [4]])
+def test_launcher_never_claims_a_checkpoint_the_ranks_did_not_write(tmp_path, monkeypatch, before):
+    line = _newest_checkpoint_line(tmp_path, monkeypatch, before=before, during=[])
+    if before:
+        assert line == (
+            f"pre-empted (SIGUSR1); the newest checkpoint is step 4 ({tmp_path}/ckpt/step-00000004.pt, "
+            "from before this run); run the stage again to resume"
+        )
+    else:
+        assert (
+            line
+            == f"pre-empted (SIGUSR1); no checkpoint in {tmp_path}/ckpt: running the stage again starts afresh"
+        )
+
+
+def test_a_signal_that_comes_while_torchrun_starts_is_passed_on_once_it_runs(monkeypatch):
+    """`dvc` started with SIGTERM ignored (so that it waits for the stage) hands that on: torchrun
+    must not inherit it, and a signal before it exists must still reach it."""
+    monkeypatch.delenv("LOCAL_RANK", raising=False)
+    monkeypatch.delenv("TORCHELASTIC_RUN_ID", raising=False)
+    started, inherited = [], []
+
+    def popen(command, env):
+        inherited.append(signal.getsignal(signal.SIGTERM))  # a handler: exec resets it to the default
+        os.kill(os.getpid(), signal.SIGTERM)
+        started.append(FakeTorchrun(command, env, status=1))
+        return started[-1]
+
+    monkeypatch.setattr(bert.distributed.subprocess, "Popen", popen)
+    previous = signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    try:
+        with pytest.raises(UserError, match=r"^pre-empted \(SIGTERM\); no checkpoint in "):
+            relaunch_under_torchrun(
+                ["stages.pretrain", "phase1"], 2, 1, "localhost:1", 0, checkpoint_dir="none"
+            )
+        assert inherited[0] not in (signal.SIG_IGN, signal.SIG_DFL)
+        assert started[0].signals == [signal.SIGTERM]
+        assert signal.getsignal(signal.SIGTERM) is signal.SIG_IGN  # restored
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
+def test_a_command_started_with_the_preemption_signals_ignored_still_stops_on_them():
+    seen = []
+    previous = {signum: signal.signal(signum, signal.SIG_IGN) for signum in (signal.SIGTERM, signal.SIGUSR1)}
+    try:
+        run_main(lambda: seen.extend(signal.getsignal(signum) for signum in previous))
+    finally:
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)
+    assert seen == [signal.SIG_DFL, signal.SIG_DFL]
 
 
 def test_process_group_gets_the_timeout(monkeypatch):
@@ -407,3 +506,22 @@ def test_a_head_whose_nodes_never_joined_says_how_to_start_them(monkeypatch):
     with pytest.raises(UserError) as raised:  # a joining node gets no such advice
         relaunch_under_torchrun(["stages.pretrain", "phase1"], 8, 3, "head:29500", 0, node_rank=1)
     assert str(raised.value).endswith("see the rank's error above")
+
+
+def test_a_preempted_rank_names_the_checkpoint_the_disk_holds(tmp_path):
+    """A step whose loss was not finite is not saved: the line names the newest one instead."""
+    from bert.training import _Preemption
+
+    preemption = _Preemption()
+    preemption.received = "SIGTERM"
+    assert str(preemption.error(3, tmp_path)) == (
+        "pre-empted by SIGTERM at step 3 (no checkpoint written); run the stage again to resume"
+    )
+    save_checkpoint(tmp_path, 4, {"step": 4}, keep_last=2)
+    assert str(preemption.error(6, tmp_path)) == (
+        f"pre-empted by SIGTERM at step 6 (no checkpoint of it; the newest is step 4 in {tmp_path}); "
+        "run the stage again to resume"
+    )
+    assert str(preemption.error(4, tmp_path)).startswith(
+        f"pre-empted by SIGTERM at step 4 (checkpoint of step 4 in {tmp_path})"
+    )

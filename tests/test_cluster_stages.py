@@ -1,6 +1,9 @@
 """The pretraining stage as a cluster uses it, in a throw-away project: changed params keep the old
-checkpoints, a larger max_steps extends the run, SIGTERM pre-empts 2 ranks and the re-run resumes."""
+checkpoints, a larger max_steps extends the run, SIGTERM pre-empts 2 ranks and the re-run resumes;
+every way a pre-emption signal arrives (to torchrun, to every process, to the stage, to `dvc repro`)
+keeps the step the ranks were in, with loader workers."""
 
+import json
 import os
 import shutil
 import signal
@@ -80,7 +83,7 @@ def final_weights(root):
 
 @pytest.mark.slow
 def test_sigterm_preempts_two_ranks_and_the_rerun_ends_with_the_weights_of_an_uninterrupted_run(tmp_path):
-    steps = 200
+    steps = 40
     straight, preempted, process = _uninterrupted_then_started_copy(
         tmp_path, {"pretrain.phase1.max_steps": steps, "pretrain.save_every": 1000}, port=29400
     )
@@ -91,11 +94,12 @@ def test_sigterm_preempts_two_ranks_and_the_rerun_ends_with_the_weights_of_an_un
     process.send_signal(signal.SIGTERM)
     _, stderr = process.communicate(timeout=120)
     assert process.returncode == 1, stderr[-3000:]
-    assert stderr.strip().splitlines()[-1] == (
-        "error: pre-empted (SIGTERM): the ranks wrote a checkpoint; run the stage again to resume"
-    )
     (checkpoint,) = list_checkpoints(preempted / CHECKPOINTS)
     step = load_checkpoint(checkpoint)["step"]
+    assert stderr.strip().splitlines()[-1] == (
+        f"error: pre-empted (SIGTERM); the newest checkpoint is step {step} ({CHECKPOINTS}/{checkpoint.name}, "
+        "written by this run); run the stage again to resume"
+    )
     assert 3 <= step < steps
     assert f"pre-empted by SIGTERM at step {step} (checkpoint of step {step} in {CHECKPOINTS})" in stderr
 
@@ -108,9 +112,156 @@ def test_sigterm_preempts_two_ranks_and_the_rerun_ends_with_the_weights_of_an_un
 
 
 @pytest.fixture(scope="module")
+def long_two_rank_run(tmp_path_factory):
+    """A workspace of 2 ranks whose run is far from its end and its next checkpoint, to pre-empt."""
+    root = make_workspace(tmp_path_factory.mktemp("long"), nproc=2, micro_batch_size=4)
+    set_params(root, {"pretrain.phase1.max_steps": 5000, "pretrain.save_every": 5000})
+    return root
+
+
+def _processes(pid: int) -> dict:
+    """The processes started as `pid`: the stage (torchrun's parent), torchrun, the ranks, their
+    loader workers, and what runs the stage (dvc and its shell, if any)."""
+    import psutil
+
+    tree = [psutil.Process(pid), *psutil.Process(pid).children(recursive=True)]
+    (torchrun,) = [process for process in tree if "torch.distributed.run" in process.cmdline()]
+    ranks = torchrun.children()
+    stage = torchrun.parent()
+    return {"runner": [p for p in tree if p.pid in {a.pid for a in stage.parents()}], "stage": [stage],
+            "torchrun": [torchrun], "ranks": ranks, "workers": [w for rank in ranks for w in rank.children()]}  # fmt: skip
+
+
+def _preempt(root, command: list[str], send, env: dict | None = None):
+    """Start `command` in `root` in a session of its own, let the ranks log 3 steps, call
+    send(processes, session id), wait; returns (exit status, output, steps logged before `send`,
+    the processes)."""
+    env = env or {**os.environ, "PYTHONPATH": str(REPO), "OMP_NUM_THREADS": "1"}
+    with open(root / "output.txt", "w") as output:
+        process = subprocess.Popen(command, cwd=root, env=env, stdout=output, stderr=subprocess.STDOUT,
+                                   start_new_session=True)  # fmt: skip
+    curve = root / LOSS_CURVE
+    deadline = time.monotonic() + 120
+    while not (curve.is_file() and len(curve.read_text().splitlines()) > 3) and time.monotonic() < deadline:
+        assert process.poll() is None, (root / "output.txt").read_text()[-3000:]
+        time.sleep(0.05)
+    processes = _processes(process.pid)
+    logged = len(curve.read_text().splitlines()) - 1
+    send(processes, process.pid)
+    status = process.wait(timeout=120)
+    return status, (root / "output.txt").read_text(), logged, processes
+
+
+def _signal(group: str, signum: int):
+    return lambda processes, session: [process.send_signal(signum) for process in processes[group]]
+
+
+def _every_process(signum: int):
+    return lambda processes, session: [
+        process.send_signal(signum) for group in processes.values() for process in group
+    ]
+
+
+# The ways a pre-emption reaches a multi-rank stage, each with 1 or 2 loader workers a rank: torchrun
+# passes SIGTERM on to each rank's process group (its loader workers too); SLURM's --signal=USR1 and
+# scancel signal every process of the job; a user or a scheduler signals the stage.
+SIGNAL_PATHS = {
+    "SIGTERM to torchrun": (_signal("torchrun", signal.SIGTERM), 2),
+    "SIGUSR1 to every process": (_every_process(signal.SIGUSR1), 1),
+    "SIGTERM to every process": (_every_process(signal.SIGTERM), 2),
+    "SIGTERM to the stage": (_signal("stage", signal.SIGTERM), 1),
+}
+
+
+def _assert_preempted_keeping_the_step(root, output, logged, processes, workers):
+    """The ranks stopped after the step they were in, wrote it, said so, and left no process."""
+    assert len(processes["workers"]) == 2 * workers  # the signal reached loader workers
+    assert "killed by signal" not in output, output[-3000:]
+    (checkpoint,) = list_checkpoints(root / CHECKPOINTS)
+    step = load_checkpoint(checkpoint)["step"]
+    assert step >= logged  # no step lost: every logged step is in the checkpoint
+    assert output.count(f"(checkpoint of step {step} in {CHECKPOINTS}); run the stage again to resume") == 2
+    newest = f"the newest checkpoint is step {step} ({checkpoint.relative_to(root)}, written by this run)"
+    assert newest in "\n".join(output.strip().splitlines()[-2:])  # the stage's line (dvc's comes last)
+    assert not [
+        p.pid for group in processes.values() for p in group if p.is_running() and p.status() != "zombie"
+    ]
+
+
+@pytest.mark.parametrize("path", SIGNAL_PATHS)
+def test_preemption_keeps_the_current_step_whatever_the_signal_path_and_loader_workers(
+    tmp_path, long_two_rank_run, path
+):
+    send, workers = SIGNAL_PATHS[path]
+    root = tmp_path / "run"
+    shutil.copytree(long_two_rank_run, root)
+    port = 29450 + list(SIGNAL_PATHS).index(path) * 10 + os.getpid() % 10
+    set_params(root, {"pretrain.data_workers": workers, "distributed.rdzv_endpoint": f"localhost:{port}"})
+    status, output, logged, processes = _preempt(
+        root, [sys.executable, "-m", "stages.pretrain", "phase1"], send
+    )
+    assert status == 1, output[-3000:]
+    _assert_preempted_keeping_the_step(root, output, logged, processes, workers)
+    last = output.strip().splitlines()[-1]
+    if path == "SIGTERM to torchrun":  # the stage did not get it: it reports a failure, and the disk
+        assert last.startswith("error: python -m stages.pretrain phase1 failed on at least one rank"), last
+    else:
+        assert last.startswith(f"error: pre-empted ({path.split()[0]}); the newest checkpoint is step"), last
+
+
+def test_sigterm_to_dvc_repro_and_all_its_processes_checkpoints_and_leaves_none_behind(
+    tmp_path, long_two_rank_run
+):
+    """`dvc repro` started with SIGTERM ignored, as docs/operations.md says (dvc dies of it at once
+    otherwise, leaving the stage to finish alone): `kill -TERM -- -PGID` (timeout, a job's end)
+    reaches dvc, the stage and torchrun; dvc waits for the stage, which checkpoints, and reports."""
+    from tests.test_faults import _dvc_project, _env
+
+    root = tmp_path / "run"
+    shutil.copytree(long_two_rank_run, root)
+    set_params(
+        root,
+        {"pretrain.data_workers": 1, "distributed.rdzv_endpoint": f"localhost:{29440 + os.getpid() % 10}"},
+    )
+    _dvc_project(root, "python -m stages.pretrain phase1")
+    repro = ["bash", "-c", "trap '' TERM USR1; exec dvc repro pretrain_phase1"]
+    status, output, logged, processes = _preempt(
+        root, repro, lambda processes, session: os.killpg(session, signal.SIGTERM), env=_env()
+    )
+    assert status == 255, output[-3000:]  # dvc's, for a stage that failed
+    _assert_preempted_keeping_the_step(root, output, logged, processes, workers=1)
+    assert "ERROR: failed to reproduce 'pretrain_phase1'" in output
+
+
+def _two_cpus() -> list[int]:
+    cpus = sorted(os.sched_getaffinity(0))
+    if len(cpus) < 2:
+        pytest.skip("needs 2 CPUs: one for each node, or both for the one node")
+    return cpus[:2]
+
+
+def _on_cpus(cpus):
+    """A preexec_fn: the process (and what it starts) runs on `cpus` only, as on a node that has them."""
+    return lambda: os.sched_setaffinity(0, cpus)
+
+
+def _without_thread_settings() -> dict[str, str]:
+    """The stages' environment with no thread count set by hand: the launcher chooses it."""
+    from tests.test_faults import _env
+
+    return {k: v for k, v in _env().items() if k not in ("OMP_NUM_THREADS", "MKL_NUM_THREADS")}
+
+
+def _cpu_threads(root) -> int:
+    return json.loads((root / "metrics/pretrain_phase1.json").read_text())["cpu_threads"]
+
+
+@pytest.fixture(scope="module")
 def one_node_two_ranks(tmp_path_factory):
+    """1 node with 2 CPUs and 2 ranks, no thread count set by hand."""
     root = make_workspace(tmp_path_factory.mktemp("one_node"), nproc=2, micro_batch_size=4)
-    result = run_stage(root, "stages.pretrain", "phase1")
+    result = subprocess.run([sys.executable, "-m", "stages.pretrain", "phase1"], cwd=root, capture_output=True,
+                            text=True, timeout=300, env=_without_thread_settings(), preexec_fn=_on_cpus(_two_cpus()))  # fmt: skip
     assert result.returncode == 0, result.stderr[-3000:]
     return root
 
@@ -118,8 +269,11 @@ def one_node_two_ranks(tmp_path_factory):
 @pytest.mark.slow
 def test_two_nodes_under_dvc_repro_equal_one_node_with_two_gpus(tmp_path, one_node_two_ranks):
     """Node 0 runs `dvc repro`; node 1 (here: another folder, as another machine's copy of the
-    workspace) joins with one command that never touches DVC. Same weights as 1 node x 2 ranks."""
-    from tests.test_faults import BIN, _dvc, _dvc_project, _env
+    workspace) joins with one command that never touches DVC. Same weights as 1 node x 2 ranks,
+    bit for bit, with no thread count set by hand: each "node" here has one of the CPUs the one
+    node had both of, and the launcher gives each rank its node's CPUs over its ranks (torchrun
+    alone would let a lone rank take every core, and sum in another order)."""
+    from tests.test_faults import BIN, _dvc_project
 
     head = make_workspace(tmp_path / "head", nproc=1, micro_batch_size=4)
     set_params(
@@ -129,9 +283,13 @@ def test_two_nodes_under_dvc_repro_equal_one_node_with_two_gpus(tmp_path, one_no
     shutil.copytree(head, node1)
     before = {p: p.read_bytes() for p in node1.rglob("*") if p.is_file()}
     _dvc_project(head, "python -m stages.pretrain phase1")
+    cpu0, cpu1 = _two_cpus()
+    env = _without_thread_settings()
     joined = subprocess.Popen([sys.executable, "-m", "stages.pretrain", "phase1", "--join", "1"], cwd=node1,
-                              env=_env(), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)  # fmt: skip
-    repro = _dvc(head, "repro", "pretrain_phase1")
+                              env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                              preexec_fn=_on_cpus({cpu1}))  # fmt: skip
+    repro = subprocess.run([BIN / "dvc", "repro", "pretrain_phase1"], cwd=head, env=env, capture_output=True,
+                           text=True, timeout=300, preexec_fn=_on_cpus({cpu0}))  # fmt: skip
     join_log, _ = joined.communicate(timeout=120)
     assert repro.returncode == 0, repro.stdout[-3000:] + repro.stderr[-3000:]
     assert joined.returncode == 0, join_log[-3000:]
@@ -140,6 +298,7 @@ def test_two_nodes_under_dvc_repro_equal_one_node_with_two_gpus(tmp_path, one_no
     assert {p: p.read_bytes() for p in node1.rglob("*") if p.is_file()} == before  # wrote nothing
     assert not (node1 / ".dvc").exists() and BIN.is_dir()
 
+    assert _cpu_threads(head) == _cpu_threads(one_node_two_ranks) == 1
     expected = final_weights(one_node_two_ranks)
     for name, value in final_weights(head).items():
         assert torch.equal(value, expected[name]), name

@@ -1,5 +1,8 @@
 import json
 import math
+import os
+import subprocess
+import sys
 
 import numpy as np
 import pytest
@@ -13,6 +16,7 @@ from bert.pretraining.loader import DynamicMasking, PretrainingData
 from bert.pretraining.loss import pretraining_objective
 from bert.training import TrainConfig, per_row, train, truncate_live_history
 from tests.shard_fixtures import tiny_model, write_shard, write_shards, write_vocab
+from tests.stage_workspace import REPO
 
 torch.set_num_threads(1)
 
@@ -475,6 +479,41 @@ def test_loader_shuffles_shards_per_epoch_and_skips_exactly(tmp_path):
     assert torch.equal(all_rows(data), epoch0)  # the skip applies to one pass only
     with pytest.raises(UserError, match="global batch of 8"):
         data.skip_samples(12)
+
+
+LOADER_SIGNALLED = """
+import os, subprocess, sys, psutil, torch
+from pathlib import Path
+from bert.pretraining.loader import PretrainingData
+data = PretrainingData(sorted(Path(sys.argv[1]).glob("*.hdf5")), 8, 8, seed=5, num_workers=2)
+batches = iter(data)
+rows = [next(batches)["input_ids"]]
+workers = [str(child.pid) for child in psutil.Process().children()]
+for name in ("TERM", "USR1"):  # from another process: torchrun's killpg, scancel
+    subprocess.run(["kill", "-" + name, *workers], check=True)
+rows += [batch["input_ids"] for batch in batches]
+print(len(rows), len(workers))
+torch.save(rows, sys.argv[2])
+kept = iter(data)  # still referenced at exit: the DataLoader's own terminate must end its workers
+next(kept)
+"""
+
+
+def test_loader_workers_outlive_a_preemption_signal_and_still_end_with_their_process(tmp_path):
+    """SIGTERM / SIGUSR1 to the worker processes (what torchrun and scancel send, besides the rank's
+    own, which then checkpoints at its step boundary) neither kill them nor lose a batch; the
+    process still exits at once with a loader alive."""
+    shards = write_shards(tmp_path / "shards")
+    result = subprocess.run(
+        [sys.executable, "-c", LOADER_SIGNALLED, str(tmp_path / "shards"), str(tmp_path / "rows.pt")],
+        cwd=REPO, capture_output=True, text=True, timeout=60, env={**os.environ, "PYTHONPATH": str(REPO)},
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert result.stdout.split() == ["12", "2"]  # 97 rows // 8 batches, 2 workers
+    expected = PretrainingData(shards, global_batch_size=8, micro_batch_size=8, seed=5)
+    assert torch.equal(
+        torch.cat([padded(rows) for rows in torch.load(tmp_path / "rows.pt")]), all_rows(expected)
+    )
 
 
 def test_loader_dynamic_masking(tmp_path):

@@ -18,8 +18,16 @@ The position inside an epoch is "global samples consumed", a multiple of G; `ski
 there exactly. Shards written with `masking="dynamic"` hold unmasked pairs: the loader masks each
 piece of a batch with bert.pretraining.masking.mask_batch and an rng seeded from (seed, epoch, shard, first
 row), so masks change every epoch and a resumed run draws the same masks as an uninterrupted one.
+
+Loader worker processes outlive the pre-emption signals (SIGTERM, SIGUSR1) unless their own rank
+sends them: the rank stops at its next step boundary and checkpoints (bert.training), and needs
+them until then. They are in the rank's process group, which torchrun signals as a whole, and a
+scheduler's `scancel` signals every process: a worker that died of it would end the rank mid-step.
 """
 
+import os
+import signal
+import threading
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -29,6 +37,7 @@ import torch
 from torch.utils.data import DataLoader, Dataset
 
 from bert.binning import bin_by_length, window_batches
+from bert.distributed import PREEMPTION_SIGNALS
 from bert.errors import UserError
 from bert.global_batch import accumulation_steps, micro_slice
 from bert.pretraining.hdf5 import NAMES, describe_shards
@@ -135,8 +144,29 @@ class PretrainingData:
             # Worker seeds from this generator, not from torch's global RNG: starting an epoch's
             # workers must not shift the dropout draws, or a resumed run would differ.
             generator=torch.Generator().manual_seed(self.seed * 1000003 + self.epoch),
+            worker_init_fn=ignore_preemption_signals,
         )
         yield from loader
+
+
+def ignore_preemption_signals(worker_id: int) -> None:
+    """A loader worker's start: outlive a pre-emption signal (see the module's docstring), yet end
+    when its rank ends it. The signals are blocked and a thread takes them: one from the rank (the
+    DataLoader terminating its workers, at exit) ends the worker, as torch's own handler would;
+    any other is dropped. The worker also exits by itself when the rank is gone (torch's watchdog)."""
+    signals = {getattr(signal, name) for name in PREEMPTION_SIGNALS}
+    if not hasattr(signal, "sigwaitinfo"):  # not on macOS: ignore them (the watchdog still ends it)
+        for signum in signals:
+            signal.signal(signum, signal.SIG_IGN)
+        return
+    signal.pthread_sigmask(signal.SIG_BLOCK, signals)  # threads started later inherit the mask
+    threading.Thread(target=_exit_on_a_signal_from, args=(os.getppid(), signals), daemon=True).start()
+
+
+def _exit_on_a_signal_from(rank_pid: int, signals: set) -> None:
+    while True:
+        if signal.sigwaitinfo(signals).si_pid == rank_pid:
+            os._exit(0)
 
 
 class EpochBatches(Dataset):
