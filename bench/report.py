@@ -1,18 +1,22 @@
-"""The performance table: BERT-base and BERT-large pretraining (phase 1, seq 128; phase 2, seq 512)
-sequences/s and MFU, and SQuAD fine-tuning and inference (seq 384) sequences/s, on the device at
-hand, as one JSON file and a Markdown table like NVIDIA's README tables.
+"""The performance table: pretraining phase 1 (seq 128) and phase 2 (seq 512), SQuAD fine-tuning
+and inference (seq 384), at BERT sizes (`--sizes`: tiny, mini, base, large), on the device at hand:
+sequences/s, model TFLOP/s, MFU against the matmul peak measured in the same run, and the speed
+ratio to `transformers` on the same batches, as one JSON file and a Markdown table.
 
     python bench/report.py                      # --device auto: the GPU if there is one, else the CPU
     python bench/report.py --sizes large --precision bf16 --out-dir bench/results
     python bench/report.py --quick              # tiny model, batch 2, one step: a smoke run (seconds)
 
-Each figure comes from the benchmark that owns it: bench/pretrain_step.py (one full pretraining
-step with LAMB, the fastest of --rounds rounds) and bert/squad/benchmark.py (a fine-tuning step
-with AdamW, clipping included; the forward alone). Sequences are full length (no padding), so
-the figures are those of the model, not of the data's length mix. MFU is model
-FLOPs (bert.modeling.training_flops_per_sequence for pretraining; for SQuAD the encoder on every
-token, bert.modeling.encoder_forward_flops, x3 for training) over time and the GPU's dense peak for the precision; on a CPU it is left blank.
-Default batch sizes per device: --batch-phase1 etc. override them.
+Each figure comes from the benchmark that owns it: bert.benchmark.time_pretraining (one full
+pretraining step with LAMB, ours and transformers taking turns, the fastest of --rounds rounds)
+and bert/squad/benchmark.py (a fine-tuning step with AdamW, clipping included, ours only; the
+forward alone, ours and transformers taking turns). Sequences are full length (no padding), so
+the figures are those of the model, not of the data's length mix. Model FLOPs: bert.flops
+(pretraining_flops; question_answering_flops, x3 for training). The peak: bert.flops.matmul_peak,
+the best dense matmul rate at the row's own shapes (tokens = batch x seq; H x H, H x I, I x H) in
+the row's precision, measured just before the row. On a known GPU the table also gives MFU
+against the data sheet's peak (`--peak-tflops` for others). Default batch sizes per device:
+--batch-phase1 etc. override them.
 """
 
 import argparse
@@ -25,13 +29,11 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run from anywhere in the repo
 
-from bench import pretrain_step  # noqa: E402
 from bert.atomic import atomic_file, write_json  # noqa: E402
-from bert.modeling import (  # noqa: E402
-    BertConfig,
-    BertForQuestionAnswering,
-    encoder_forward_flops,
-)
+from bert.benchmark import time_pretraining  # noqa: E402
+from bert.flops import datasheet_peak, matmul_peak, mfu, question_answering_flops  # noqa: E402
+from bert.modeling import BertConfig, BertForQuestionAnswering  # noqa: E402
+from bert.precision import allow_tf32  # noqa: E402
 from bert.squad.benchmark import random_inputs, time_inference, time_training  # noqa: E402
 
 TASKS = ("phase1", "phase2", "squad_finetune", "squad_inference")
@@ -67,7 +69,8 @@ def parse_args(argv=None) -> argparse.Namespace:
         parser.add_argument(f"--batch-{task.replace('_', '-')}", type=int, dest=f"batch_{task}")
     parser.add_argument("--vocab-size", type=int, default=30522)
     parser.add_argument("--threads", type=int, help="torch CPU threads")
-    parser.add_argument("--peak-tflops", type=float, help="GPU peak for MFU (default: known GPUs)")
+    parser.add_argument("--peak-tflops", type=float, help="data-sheet peak of a GPU it does not know")
+    parser.add_argument("--no-compare", action="store_true", help="ours only: no transformers timings")
     parser.add_argument("--quick", action="store_true", help="tiny model, batch 2, 1 step: a smoke run")
     parser.add_argument("--out-dir", type=Path, default=Path("bench/results"))
     return parser.parse_args(argv)
@@ -99,38 +102,63 @@ def resolve_precision(name: str, device: torch.device) -> str:
     return "bf16" if device.type == "cuda" and torch.cuda.is_bf16_supported() else "fp32"
 
 
-def pretraining_row(size: str, task: str, batch: int, settings: dict) -> dict:
-    argv = [
-        "--size", size, "--vocab-size", str(settings["vocab_size"]), "--batch", str(batch),
-        "--seq-len", str(SEQ_LEN[task]), "--precision", settings["precision"],
-        "--device", str(settings["device"]), "--steps", str(settings["steps"]),
-        "--warmup", str(settings["warmup"]), "--rounds", str(settings["rounds"]),
-        "--optimizer", "lamb", "--models", "ours",
-    ]  # fmt: skip
-    if settings["peak_tflops"]:
-        argv += ["--peak-tflops", str(settings["peak_tflops"])]
-    result = pretrain_step.main(argv)["models"]["ours"]
-    return {"sequences_per_second": result["sequences_per_second"], "mfu": result.get("mfu")}
+def transformers_available() -> bool:
+    try:
+        import transformers  # noqa: F401
+    except ImportError:
+        return False
+    return True
 
 
-def squad_row(size: str, task: str, batch: int, settings: dict) -> dict:
-    device, precision = settings["device"], settings["precision"]
-    config = BertConfig.preset(size, settings["vocab_size"])
+def pretraining_row(config: BertConfig, task: str, batch: int, settings: dict) -> dict:
+    """Ours (and transformers) at one phase's shape: (sequences/s, model FLOPs per sequence, speed-up)."""
+    models = ("ours", "transformers") if settings["compare"] else ("ours",)
+    result = time_pretraining(
+        config, batch, SEQ_LEN[task], None, models, settings["steps"], settings["warmup"], settings["rounds"],
+        settings["precision"], settings["device"], "lamb",
+    )  # fmt: skip
+    speed = result["models"]["ours"]["sequences_per_second"]
+    return speed, result["model_tflops_per_step"] * 1e12 / batch, result.get("speedup")
+
+
+def squad_row(config: BertConfig, task: str, batch: int, settings: dict) -> tuple:
+    """Fine-tuning (ours) or inference (ours and transformers, taking turns) at seq 384."""
+    device, precision, seq_len = settings["device"], settings["precision"], SEQ_LEN[task]
     torch.manual_seed(0)
     model = BertForQuestionAnswering(config).to(device)
-    seq_len = SEQ_LEN[task]
     if task == "squad_finetune":
         figures = time_training(model, batch, seq_len, settings["steps"], settings["warmup"], precision)
-        flops = 3 * encoder_forward_flops(config, seq_len)  # backward = 2 x forward
-    else:
-        inputs = random_inputs(config.vocab_size, batch, seq_len, device)
-        figures = time_inference({"ours": model}, inputs, settings["steps"], settings["warmup"], precision)[
-            "ours"
-        ]
-        flops = encoder_forward_flops(config, seq_len)
-    speed = figures["sequences_per_second"]
-    peak = settings["peak"]
-    return {"sequences_per_second": speed, "mfu": speed * flops / (peak * 1e12) if peak else None}
+        return figures["sequences_per_second"], question_answering_flops(config, seq_len), None
+    models = {"ours": model}
+    if settings["compare"]:
+        import transformers
+
+        hf_config = transformers.BertConfig(**config.to_dict(), attn_implementation="sdpa")
+        models["transformers"] = transformers.BertForQuestionAnswering(hf_config).to(device)
+    inputs = random_inputs(config.vocab_size, batch, seq_len, device)
+    figures = time_inference(models, inputs, settings["steps"], settings["warmup"], precision)
+    speed = figures["ours"]["sequences_per_second"]
+    ratio = speed / figures["transformers"]["sequences_per_second"] if settings["compare"] else None
+    return speed, question_answering_flops(config, seq_len, training=False), ratio
+
+
+def measure_row(size: str, task: str, batch: int, settings: dict) -> dict:
+    """The measured peak at the row's shapes, then the row: sequences/s, model TFLOP/s, MFU."""
+    config = BertConfig.preset(size, settings["vocab_size"])
+    peak = matmul_peak(config, batch * SEQ_LEN[task], settings["device"], settings["precision"],
+                       settings["peak_seconds"])  # fmt: skip
+    measure = pretraining_row if task in ("phase1", "phase2") else squad_row
+    speed, flops_per_sequence, ratio = measure(config, task, batch, settings)
+    sheet = settings["datasheet_peak"]
+    return {
+        "sequences_per_second": speed,
+        "model_tflops_per_second": speed * flops_per_sequence / 1e12,
+        "peak_tflops": peak.tflops,
+        "peak_shape": list(peak.shape),
+        "mfu": mfu(speed * flops_per_sequence, 1.0, peak.tflops),
+        "mfu_datasheet": mfu(speed * flops_per_sequence, 1.0, sheet),
+        "vs_transformers": ratio,
+    }
 
 
 def run(args: argparse.Namespace) -> dict:
@@ -138,8 +166,7 @@ def run(args: argparse.Namespace) -> dict:
         torch.set_num_threads(args.threads)
     device = resolve_device(args.device)
     precision = resolve_precision(args.precision, device)
-    if device.type == "cuda" and precision == "fp32":
-        torch.backends.cuda.matmul.allow_tf32 = True  # what training does on Ampere and later
+    allow_tf32(device, precision)  # what training does on Ampere and later
     kind = "cuda" if device.type == "cuda" else "cpu"
     steps, warmup = DEFAULT_STEPS[kind]
     sizes = ["tiny"] if args.quick else args.sizes.split(",")
@@ -150,8 +177,9 @@ def run(args: argparse.Namespace) -> dict:
         "steps": 1 if args.quick else args.steps or steps,
         "warmup": 0 if args.quick else warmup if args.warmup is None else args.warmup,
         "rounds": 1 if args.quick else args.rounds,
-        "peak_tflops": args.peak_tflops,
-        "peak": pretrain_step.peak_tflops(argparse.Namespace(peak_tflops=args.peak_tflops, precision=precision), device),
+        "datasheet_peak": args.peak_tflops or datasheet_peak(device, precision),
+        "compare": not args.no_compare and transformers_available(),
+        "peak_seconds": 0.002 if args.quick else None,  # per timed group of the sweep; None: bert.flops' default
     }  # fmt: skip
     meta = {
         "device": device_name(device),
@@ -161,7 +189,7 @@ def run(args: argparse.Namespace) -> dict:
         "precision": precision,
         "steps": settings["steps"],
         "warmup": settings["warmup"],
-        "peak_tflops": settings["peak"],
+        "datasheet_peak_tflops": settings["datasheet_peak"],
     }
     rows = []
     for size in sizes:
@@ -169,26 +197,33 @@ def run(args: argparse.Namespace) -> dict:
             if task not in TASKS:
                 raise SystemExit(f"--tasks: unknown task {task!r}; allowed: {', '.join(TASKS)}")
             batch = 2 if args.quick else getattr(args, f"batch_{task}") or DEFAULT_BATCH[kind][task]
-            measure = pretraining_row if task in ("phase1", "phase2") else squad_row
-            figures = measure(size, task, batch, settings)
+            figures = measure_row(size, task, batch, settings)
             rows.append({"model": size, "task": task, "seq_len": SEQ_LEN[task], "batch": batch,
                          "precision": precision, **figures})  # fmt: skip
-            print(f"{size} {TASK_NAMES[task]}: {figures['sequences_per_second']:.2f} sequences/s", flush=True)
+            print(f"{size} {TASK_NAMES[task]}: {figures['sequences_per_second']:.2f} sequences/s, "
+                  f"MFU {100 * figures['mfu']:.1f}% of {figures['peak_tflops']:.3f} TFLOP/s", flush=True)  # fmt: skip
     return {"meta": meta, "rows": rows}
+
+
+def percent(value: float | None) -> str:
+    return "-" if value is None else f"{100 * value:.1f}%"
 
 
 def markdown(report: dict) -> str:
     meta = report["meta"]
     lines = [
-        "| Model | Phase / task | Seq len | Batch | Precision | Sequences/s | MFU | Device | torch | Date |",
-        "| --- | --- | ---: | ---: | --- | ---: | ---: | --- | --- | --- |",
+        "| Model | Phase / task | Seq len | Batch | Precision | Sequences/s | Model TFLOP/s | Measured peak TFLOP/s "
+        "| MFU | MFU (data sheet) | vs transformers | Device | torch | Date |",
+        "| --- | --- | ---: | ---: | --- | ---: | ---: | ---: | ---: | ---: | ---: | --- | --- | --- |",
     ]
     for row in report["rows"]:
-        mfu = f"{100 * row['mfu']:.1f}%" if row["mfu"] is not None else "-"
         model = f"BERT-{row['model']}" if row["model"] in ("base", "large") else row["model"]
+        ratio = "-" if row["vs_transformers"] is None else f"{row['vs_transformers']:.2f}x"
         lines.append(
             f"| {model} | {TASK_NAMES[row['task']]} | {row['seq_len']} | {row['batch']} | {row['precision']} "
-            f"| {row['sequences_per_second']:.2f} | {mfu} | {meta['device']} | {meta['torch']} | {meta['date']} |"
+            f"| {row['sequences_per_second']:.2f} | {row['model_tflops_per_second']:.3f} | {row['peak_tflops']:.3f} "
+            f"| {percent(row['mfu'])} | {percent(row['mfu_datasheet'])} | {ratio} "
+            f"| {meta['device']} | {meta['torch']} | {meta['date']} |"
         )
     return "\n".join(lines) + "\n"
 

@@ -595,28 +595,3 @@ class BertForMultipleChoice(BertPreTrainedModel):
         logits = self.classifier(self.dropout(pooled_output(self.bert, *flat))).view(n, c)
         loss = None if labels is None else F.cross_entropy(logits.float(), labels.long().view(-1))
         return ClassificationOutput(loss, logits)
-
-
-def encoder_forward_flops(config: BertConfig, seq_len: int, read_rows: float | None = None) -> float:
-    """Forward FLOPs of the encoder on one sequence (2 per multiply-add): per token and layer the
-    QKV, output and two feed-forward matmuls (4H² + 2HI), attention scores and the weighted sum
-    (2SH). With `read_rows` (the rows the heads read, see BertModel's output_positions) the last
-    layer counts keys and values (2H²) for every token and the rest for those rows only.
-    Embedding look-ups, LayerNorm, softmax, GELU and dropout are not counted."""
-    h, i, layers = config.hidden_size, config.intermediate_size, config.num_hidden_layers
-    per_token_and_layer = 4 * h * h + 2 * h * i + 2 * seq_len * h
-    last_layer = seq_len * per_token_and_layer
-    if read_rows is not None:
-        last_layer = seq_len * 2 * h * h + read_rows * (per_token_and_layer - 2 * h * h)
-    return 2 * (seq_len * (layers - 1) * per_token_and_layer + last_layer)
-
-
-def training_flops_per_sequence(config: BertConfig, seq_len: int, masked_per_seq: float) -> float:
-    """Model FLOPs of one pretraining step on one sequence, for MFU: backward = 2 x forward, so
-    3 x the forward's: the encoder as BertForPreTraining runs it (its last layer only for [CLS]
-    and the masked tokens), the MLM head on the masked tokens (H² + HV each), pooler and NSP.
-    Work the loss does not need earns no credit, whichever model does it."""
-    h = config.hidden_size
-    encoder = encoder_forward_flops(config, seq_len, read_rows=masked_per_seq + 1)
-    heads = 2 * (masked_per_seq * (h * h + h * config.vocab_size) + h * h + 2 * h)
-    return 3 * (encoder + heads)

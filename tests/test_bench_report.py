@@ -5,6 +5,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 import torch
 
 REPO = Path(__file__).resolve().parents[1]
@@ -22,9 +23,19 @@ def test_quick_report_on_cpu_writes_json_and_markdown(tmp_path):
         ("phase1", 128), ("phase2", 512), ("squad_finetune", 384), ("squad_inference", 384),
     ]  # fmt: skip
     assert all(r["model"] == "tiny" and r["batch"] == 2 and r["sequences_per_second"] > 0 for r in rows)
-    assert all(r["mfu"] is None for r in rows)  # no GPU peak to divide by
+    for row in rows:  # MFU: model TFLOP/s over the matmul peak measured in the run, on a CPU too
+        assert (
+            row["mfu"] == pytest.approx(row["model_tflops_per_second"] / row["peak_tflops"])
+            and row["mfu"] > 0
+        )
+        assert row["mfu_datasheet"] is None  # a data-sheet peak only for known GPUs
+    # transformers on the same batches where the benchmarks compare: pretraining and inference
+    assert [r["vs_transformers"] is not None for r in rows] == [True, True, False, True]
     table = (tmp_path / "report.md").read_text().splitlines()
-    assert table[0].startswith("| Model | Phase / task | Seq len | Batch | Precision | Sequences/s | MFU |")
+    assert table[0].startswith(
+        "| Model | Phase / task | Seq len | Batch | Precision | Sequences/s | Model TFLOP/s | Measured peak TFLOP/s "
+        "| MFU | MFU (data sheet) | vs transformers |"
+    )
     assert len(table) == 2 + len(rows)
     assert table[3].startswith("| tiny | pretraining phase 2 | 512 | 2 | fp32 |")
     assert table[-1] in result.stdout

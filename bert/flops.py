@@ -1,0 +1,207 @@
+"""MFU's numerator and denominator: the model FLOPs of a step, and the device's measured matmul peak.
+
+    MFU = model FLOPs per step / seconds per step / measured peak FLOP/s
+
+Model FLOPs count the matmuls the loss needs, 2 FLOPs per multiply-add, for the model as
+BertForPreTraining, BertForQuestionAnswering and the classifiers run it:
+
+- per encoder layer and token: the QKV, output and two feed-forward projections, 4H² + 2H·I;
+  per query token, attention's scores and weighted sum over the sequence's keys, 2·S·H;
+- the heads: pooler (H²) and NSP (2H) on [CLS]; the MLM transform (H²) and vocabulary projection
+  (H·V) on the masked tokens only; the QA start/end projection (2H) on every token; a classifier
+  (H·labels) on [CLS];
+- where the heads read only some rows (pretraining: [CLS] and the masked tokens; classification:
+  [CLS]), the last layer counts keys and values (2H²) for every token and the rest for those rows;
+- backward = 2 x forward (a gradient for the input and one for the weight, each a matmul of the
+  forward's size; attention's backward is four matmuls for the forward's two), so a training
+  step is 3 x its forward.
+
+Not counted: embedding look-ups, LayerNorm, softmax, GELU, dropout, residual adds, the losses and
+the optimiser (elementwise work, a few % of the FLOPs; time spent there lowers MFU, as it should).
+
+`lengths` are the tokens each sequence is computed on: the batch width for every sequence of a
+padded batch (`token_counts(mask, padded=True)`: what the padded path computes), the real tokens
+for an unpadded one (`padded=False`: what the unpadded path computes, and the work the data
+needs). Work nobody asked for earns no credit: `transformers`, which runs the vocabulary
+projection on every token, gets the same count as our model for the same batch.
+
+The peak (`matmul_peak`) is measured, not read from a data sheet: the best rate of dense matmuls at
+the model's own shapes (tokens x H x H, tokens x H x I, tokens x I x H) in the run's precision,
+on the same device and in the same process as the model, so MFU says how close a step comes to
+what this machine does on plain matmuls (on a shared CPU, under the same load).
+"""
+
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import torch
+
+from bert.modeling import BertConfig
+from bert.precision import AUTOCAST_DTYPES
+
+Lengths = int | Sequence[int] | torch.Tensor
+
+
+def token_counts(attention_mask: torch.Tensor, padded: bool) -> list[int]:
+    """Tokens computed per sequence of an [N, S] batch: S each when padded, else its real length."""
+    if padded:
+        return [attention_mask.shape[-1]] * attention_mask.shape[0]
+    return attention_mask.sum(-1).flatten().tolist()
+
+
+def _as_list(values: Lengths) -> list[int]:
+    if isinstance(values, int):
+        return [values]
+    if isinstance(values, torch.Tensor):
+        return values.flatten().tolist()
+    return list(values)
+
+
+def encoder_flops(config: BertConfig, lengths: Lengths, read_rows: Lengths | None = None) -> float:
+    """Forward FLOPs of the encoder over sequences of `lengths` tokens. `read_rows`, per sequence:
+    the rows the heads read, which is all the last layer computes besides keys and values."""
+    h, i, layers = config.hidden_size, config.intermediate_size, config.num_hidden_layers
+    lengths = _as_list(lengths)
+    rows = lengths if read_rows is None else _as_list(read_rows)
+    if len(rows) == 1 < len(lengths):
+        rows = rows * len(lengths)
+    projections = 4 * h * h + 2 * h * i  # multiply-adds per token and layer
+    total = 0
+    for s, r in zip(lengths, rows, strict=True):
+        every_row = (layers - 1) * s * (projections + 2 * s * h)
+        last_layer = s * 2 * h * h + r * (projections - 2 * h * h + 2 * s * h)
+        total += every_row + last_layer
+    return 2.0 * total
+
+
+def pretraining_flops(config: BertConfig, lengths: Lengths, masked: Lengths, training: bool = True) -> float:
+    """BertForPreTraining on sequences of `lengths` tokens with `masked` masked tokens each (one
+    number for all, or one per sequence): a training step (forward + backward) or the forward."""
+    lengths, masked = _as_list(lengths), _as_list(masked)
+    if len(masked) == 1 < len(lengths):
+        masked = masked * len(lengths)
+    h, v = config.hidden_size, config.vocab_size
+    encoder = encoder_flops(config, lengths, [m + 1 for m in masked])  # + [CLS] for the pooler
+    heads = sum(m * (h * h + h * v) + h * h + 2 * h for m in masked)
+    return (3 if training else 1) * (encoder + 2.0 * heads)
+
+
+def question_answering_flops(config: BertConfig, lengths: Lengths, training: bool = True) -> float:
+    """BertForQuestionAnswering (a start and an end logit per token): a training step or the forward."""
+    tokens = sum(_as_list(lengths))
+    forward = encoder_flops(config, lengths) + 2.0 * tokens * 2 * config.hidden_size
+    return (3 if training else 1) * forward
+
+
+def classification_flops(
+    config: BertConfig, lengths: Lengths, num_labels: int, training: bool = True
+) -> float:
+    """BertForSequenceClassification (or BertForMultipleChoice, num_labels=1 per candidate
+    sequence): the last layer for [CLS] only, pooler, classifier; a training step or the forward."""
+    lengths = _as_list(lengths)
+    h = config.hidden_size
+    forward = encoder_flops(config, lengths, [1] * len(lengths)) + 2.0 * len(lengths) * (
+        h * h + h * num_labels
+    )
+    return (3 if training else 1) * forward
+
+
+@dataclass
+class MatmulPeak:
+    tflops: float  # the best rate measured
+    shape: tuple[int, int, int]  # (m, k, n) of the matmul that reached it
+    precision: str
+    rates: dict  # "m x k x n" -> TFLOP/s, every shape measured
+
+    def to_dict(self) -> dict:
+        return {
+            "tflops": self.tflops,
+            "shape": list(self.shape),
+            "precision": self.precision,
+            "rates": self.rates,
+        }
+
+
+def matmul_shapes(config: BertConfig, tokens: int) -> list[tuple[int, int, int]]:
+    """(m, k, n) of the encoder's matmuls for `tokens` tokens per step: the attention output
+    projection (H x H), the feed-forward in (H x I) and out (I x H), at the step's token count and
+    at twice and four times it ("several sizes": a larger m is often faster, so the peak is not
+    flattered by a step too small to fill the machine)."""
+    h, i = config.hidden_size, config.intermediate_size
+    return [(m, k, n) for m in (tokens, 2 * tokens, 4 * tokens) for k, n in ((h, h), (h, i), (i, h))]
+
+
+def _synchronize(device: torch.device) -> None:
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+
+
+def matmul_rate(shape: tuple[int, int, int], device: torch.device, dtype: torch.dtype, min_seconds: float,
+                repeats: int = 3) -> float:  # fmt: skip
+    """TFLOP/s of `a @ b` at (m, k, n): after one untimed call, the fastest of `repeats` groups of
+    calls, each group long enough (`min_seconds`) for the timer and the device's queue."""
+    m, k, n = shape
+    generator = torch.Generator().manual_seed(0)
+    a = torch.randn(m, k, generator=generator).to(device=device, dtype=dtype)
+    b = torch.randn(k, n, generator=generator).to(device=device, dtype=dtype)
+    _synchronize(device)
+    started = time.perf_counter()
+    torch.mm(a, b)
+    _synchronize(device)
+    calls = max(1, int(min_seconds / max(time.perf_counter() - started, 1e-6)))
+    best = float("inf")
+    for _ in range(repeats):
+        _synchronize(device)
+        started = time.perf_counter()
+        for _ in range(calls):
+            torch.mm(a, b)
+        _synchronize(device)
+        best = min(best, (time.perf_counter() - started) / calls)
+    return 2 * m * k * n / best / 1e12
+
+
+def matmul_peak(
+    config: BertConfig,
+    tokens: int,
+    device: torch.device | str,
+    precision: str,
+    min_seconds: float | None = None,
+) -> MatmulPeak:
+    """The device's dense matmul rate in `precision` (fp32, or bf16/fp16 as autocast runs the
+    model's matmuls; on CUDA fp32 uses TF32 if the caller allowed it, as training does): the best
+    over `matmul_shapes(config, tokens)`. min_seconds per timed group: 0.01 on CUDA, 0.02 on CPU
+    (the whole sweep then takes a few seconds on a 2-core CPU at BERT-base shapes)."""
+    device = torch.device(device)
+    dtype = AUTOCAST_DTYPES[precision] or torch.float32
+    if min_seconds is None:
+        min_seconds = 0.01 if device.type == "cuda" else 0.02
+    rates = {shape: matmul_rate(shape, device, dtype, min_seconds) for shape in matmul_shapes(config, tokens)}
+    best = max(rates, key=rates.get)
+    return MatmulPeak(rates[best], best, precision, {"x".join(map(str, s)): r for s, r in rates.items()})
+
+
+# Dense peak TFLOP/s per GPU (bf16/fp16 tensor cores; fp32 = TF32 tensor cores), from the vendor
+# data sheets (SXM parts): the figure NVIDIA's and MosaicML's MFU divide by, reported next to ours.
+DATASHEET_TFLOPS = {
+    "H200": {"bf16": 989, "fp16": 989, "fp32": 494},
+    "H100": {"bf16": 989, "fp16": 989, "fp32": 494},
+    "A100": {"bf16": 312, "fp16": 312, "fp32": 156},
+    "A10": {"bf16": 125, "fp16": 125, "fp32": 62.5},
+    "L4": {"bf16": 121, "fp16": 121, "fp32": 60},
+    "V100": {"bf16": 0, "fp16": 125, "fp32": 15.7},
+}
+
+
+def datasheet_peak(device: torch.device | str, precision: str) -> float | None:
+    """The data-sheet peak TFLOP/s of a known GPU in `precision`; None on a CPU or another GPU."""
+    device = torch.device(device)
+    if device.type != "cuda":
+        return None
+    name = torch.cuda.get_device_name(device)
+    return next((peaks[precision] or None for gpu, peaks in DATASHEET_TFLOPS.items() if gpu in name), None)
+
+
+def mfu(flops_per_step: float, seconds_per_step: float, peak_tflops: float | None) -> float | None:
+    """Model FLOPs utilisation: the step's model FLOP/s over the peak (None without a peak)."""
+    return flops_per_step / seconds_per_step / (peak_tflops * 1e12) if peak_tflops else None
