@@ -1,8 +1,12 @@
-"""Stage benchmark: SQuAD fine-tuning and inference speed of the fine-tuned model -> metrics/benchmark.json.
+"""Stage benchmark: speed and MFU of the pipeline's model -> metrics/benchmark.json.
 
     python -m stages.benchmark
 
-Inference (ours and transformers' BertForQuestionAnswering with SDPA, same weights, same run):
+MFU is model FLOPs per second (bert.flops) over the dense matmul peak measured in the same run at
+the row's own shapes (bert.flops.matmul_peak), for: pretraining phase 1 and phase 2 (a full LAMB
+or AdamW step, pretrain.*, at examples.phase*.max_seq_length, benchmark.batch_size sequences,
+ours against transformers.BertForPreTraining, fastest of benchmark.steps rounds), and the
+fine-tuned SQuAD model's training step and inference below. Inference (ours and transformers' BertForQuestionAnswering with SDPA, same weights, same run):
 sequences/s and latency p50/p99 at benchmark.batch_size and at batch 1; training: sequences/s of
 a full fine-tuning step. Sequences of benchmark.seq_length tokens, finetune.precision, on CUDA
 when present. Then `dev_inference`: windows/s over a seeded sample of benchmark.dev_windows
@@ -16,7 +20,9 @@ import logging
 import torch
 
 from bert.atomic import write_json
+from bert.benchmark import masked_per_sequence, time_pretraining
 from bert.errors import UserError, run_main
+from bert.flops import datasheet_peak, matmul_peak, mfu, question_answering_flops
 from bert.modeling import BertForQuestionAnswering
 from bert.squad.benchmark import benchmark_dev_inference, benchmark_inference, dev_windows, time_training
 from bert.tokenization import load_tokenizer_from_dir
@@ -45,6 +51,13 @@ def main() -> None:
     training = time_training(
         model, spec.batch_size, spec.seq_length, spec.steps, spec.warmup_steps, precision
     )
+    config, tokens = model.config, spec.batch_size * spec.seq_length
+    peak = matmul_peak(config, tokens, device, precision)
+    sheet = datasheet_peak(device, precision)
+    train_flops = training["sequences_per_second"] * question_answering_flops(config, spec.seq_length)
+    inference_flops = inference["ours"]["sequences_per_second"] * question_answering_flops(
+        config, spec.seq_length, training=False
+    )
     metrics = {
         "device": torch.cuda.get_device_name(device)
         if device.type == "cuda"
@@ -52,9 +65,25 @@ def main() -> None:
         "precision": precision,
         "batch_size": spec.batch_size,
         "seq_length": spec.seq_length,
+        "matmul_peak_tflops": peak.tflops,
+        "datasheet_peak_tflops": sheet,
         "train_sequences_per_second": training["sequences_per_second"],
-        "inference": inference["ours"],
+        "train_model_tflops_per_second": train_flops / 1e12,
+        "train_mfu": mfu(train_flops, 1.0, peak.tflops),
+        "inference": {
+            **inference["ours"],
+            "model_tflops_per_second": inference_flops / 1e12,
+            "mfu": mfu(inference_flops, 1.0, peak.tflops),
+        },
+        "pretraining": {},
     }
+    for phase in ("phase1", "phase2"):
+        seq_len = getattr(params.examples, phase).max_seq_length
+        if seq_len > config.max_position_embeddings:  # a model that pretraining could not have made
+            log.warning("pretraining %s not timed: examples.%s.max_seq_length %d exceeds the model's "
+                        "max_position_embeddings %d", phase, phase, seq_len, config.max_position_embeddings)  # fmt: skip
+            continue
+        metrics["pretraining"][phase] = pretraining_figures(params, phase, config, device, compare)
     if compare:
         metrics["inference_transformers"] = inference["transformers"]
         metrics["inference_speedup_vs_transformers"] = inference["speedup"]
@@ -67,15 +96,43 @@ def main() -> None:
             MODEL_DIR, windows, spec.batch_size, precision=precision, device=device, compare=compare
         )
     write_json(METRICS_FILE, metrics)
-    log.info("train %.1f seq/s; inference %.1f seq/s (%.2fx transformers) -> %s",
-             metrics["train_sequences_per_second"], inference["ours"]["sequences_per_second"],
-             inference.get("speedup", float("nan")), METRICS_FILE)  # fmt: skip
+    log.info("matmul peak %.3f TFLOP/s; train %.1f seq/s (MFU %.1f%%); inference %.1f seq/s (MFU %.1f%%, "
+             "%.2fx transformers) -> %s", peak.tflops, metrics["train_sequences_per_second"],
+             100 * metrics["train_mfu"], inference["ours"]["sequences_per_second"],
+             100 * metrics["inference"]["mfu"], inference.get("speedup", float("nan")), METRICS_FILE)  # fmt: skip
+    for phase, figures in metrics["pretraining"].items():
+        log.info("pretraining %s (%d x %d): %.1f seq/s, MFU %.1f%% of %.3f TFLOP/s, %.2fx transformers", phase,
+                 spec.batch_size, figures["seq_length"], figures["sequences_per_second"], 100 * figures["mfu"],
+                 figures["matmul_peak_tflops"], figures.get("speedup_vs_transformers", float("nan")))  # fmt: skip
     if "dev_inference" in metrics:
         dev = metrics["dev_inference"]
         log.info("dev set: %d windows of %.0f tokens on average; %.1f windows/s (%.2fx transformers padded "
                  "to %d, %.2fx with dynamic padding)", dev["windows"], dev["mean_window_length"],
                  dev["ours"]["windows_per_second"], dev.get("speedup", float("nan")),
                  params.squad.max_seq_length, dev.get("speedup_vs_dynamic_padding", float("nan")))  # fmt: skip
+
+
+def pretraining_figures(params, phase: str, config, device: torch.device, compare: bool) -> dict:
+    """A pretraining step of the model's config (random weights) at the phase's shape, as pretrain runs it."""
+    spec, examples = params.benchmark, getattr(params.examples, phase)
+    seq_len, precision = examples.max_seq_length, params.pretrain.precision
+    masked = masked_per_sequence(seq_len, params.examples.masked_lm_prob, examples.max_predictions_per_seq)
+    peak = matmul_peak(config, spec.batch_size * seq_len, device, precision)
+    models = ("ours", "transformers") if compare else ("ours",)
+    result = time_pretraining(config, spec.batch_size, seq_len, masked, models, steps=1, warmup=spec.warmup_steps,
+                              rounds=spec.steps, precision=precision, device=device,
+                              optimizer=params.pretrain.optimizer, peak=peak)  # fmt: skip
+    ours = result["models"]["ours"]
+    figures = {
+        "seq_length": seq_len,
+        "masked_per_sequence": masked,
+        "precision": precision,
+        "matmul_peak_tflops": peak.tflops,
+        **{key: ours[key] for key in ("sequences_per_second", "model_tflops_per_second", "mfu")},
+    }
+    if compare:
+        figures["speedup_vs_transformers"] = result["speedup"]
+    return figures
 
 
 if __name__ == "__main__":

@@ -35,7 +35,8 @@ def make_project(root: Path, vocab_file: Path, version: str) -> Path:
                         **{f"finetune.{key}": value for key, value in finetune.items()},
                         "squad.recipe": {"epochs": 1, "global_batch_size": 4, "micro_batch_size": 4},
                         **{f"benchmark.{key}": value for key, value in benchmark.items()},
-                        "predict.batch_size": 8})  # fmt: skip
+                        "predict.batch_size": 8, "examples.phase1.max_seq_length": 32,
+                        "examples.phase2.max_seq_length": 64, "examples.phase2.max_predictions_per_seq": 10})  # fmt: skip
     subset(SAMPLE / version / f"train-{version}.json", root / "data/squad/train.json", articles=8)
     subset(SAMPLE / version / f"dev-{version}.json", root / "data/squad/dev.json", articles=3)
     torch.manual_seed(0)
@@ -139,6 +140,20 @@ def test_finetune_resumes_and_benchmark(tmp_path, uncased_vocab):
         assert {"sequences_per_second", "latency_p50_ms", "latency_p99_ms", "batch1_latency_p50_ms",
                 "batch1_latency_p99_ms"} <= set(bench[side])  # fmt: skip
     assert bench["train_sequences_per_second"] > 0 and bench["inference_speedup_vs_transformers"] > 0
+    # MFU: model FLOP/s over the matmul peak measured in the run (a CPU has no data-sheet peak here).
+    peak = bench["matmul_peak_tflops"]
+    assert peak > 0 and bench["datasheet_peak_tflops"] is None
+    assert bench["train_mfu"] == pytest.approx(bench["train_model_tflops_per_second"] / peak)
+    assert bench["inference"]["mfu"] == pytest.approx(bench["inference"]["model_tflops_per_second"] / peak)
+    # Pretraining at the phases' shapes (examples.phase*: 0.15 x length, at most max_predictions_per_seq),
+    # ours against transformers.
+    assert [(p["seq_length"], p["masked_per_sequence"]) for p in bench["pretraining"].values()] == [
+        (32, 5),
+        (64, 10),
+    ]
+    for phase in bench["pretraining"].values():
+        assert phase["mfu"] == pytest.approx(phase["model_tflops_per_second"] / phase["matmul_peak_tflops"])
+        assert phase["sequences_per_second"] > 0 and phase["speedup_vs_transformers"] > 0
     dev = bench["dev_inference"]  # the dev set's own windows, timed as predict_squad runs them
     assert dev["windows"] == 16 and 0 < dev["mean_window_length"] <= 64
     assert dev["max_start_logit_difference"] < 1e-4  # the same model in both libraries: same answers
