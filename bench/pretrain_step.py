@@ -26,7 +26,7 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run from anywhere in the repo
 
-from bert.benchmark import MODELS, masked_per_sequence, time_pretraining  # noqa: E402
+from bert.benchmark import MODELS, Runner, make_batch, masked_per_sequence, time_pretraining  # noqa: E402
 from bert.flops import datasheet_peak, matmul_peak  # noqa: E402
 from bert.modeling import BertConfig  # noqa: E402
 from bert.precision import AUTOCAST_DTYPES, allow_tf32  # noqa: E402
@@ -63,6 +63,8 @@ def parse_args(argv=None) -> argparse.Namespace:
         "--peak-tflops", type=float, default=None, help="data-sheet peak for a GPU it does not know"
     )
     parser.add_argument("--json", type=Path, default=None, help="also write the results here")
+    parser.add_argument("--profile", type=int, default=0, metavar="ROWS",
+                        help="then profile one more step of ours: the top ROWS operators and the matmuls' share")  # fmt: skip
     args = parser.parse_args(argv)
     unknown = set(args.models.split(",")) - set(MODELS)
     if unknown:
@@ -74,6 +76,43 @@ def device_label(device: torch.device) -> str:
     if device.type == "cuda":
         return torch.cuda.get_device_name(device)
     return f"cpu ({torch.get_num_threads()} threads)"
+
+
+MATMULS = ("aten::mm", "aten::addmm", "aten::bmm", "aten::baddbmm")
+
+
+def profile_step(config: BertConfig, args, device: torch.device, peak_tflops: float) -> dict:
+    """torch.profiler over one step of ours (after a warm-up step): the operators by self time, and
+    the matmuls' share of the step and their FLOP rate against the measured peak."""
+    from torch.profiler import ProfilerActivity, profile
+
+    runner = Runner("ours", config, args.optimizer, args.precision, device)
+    batch = make_batch(config, args.batch, args.seq_len, masked_per_sequence(args.seq_len), device)
+    runner.step(batch)
+    activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if device.type == "cuda" else [])
+    with profile(activities=activities, record_shapes=True, with_flops=True) as profiler:
+        runner.step(batch)
+    events = profiler.key_averages()
+    timed = "self_device_time_total" if device.type == "cuda" else "self_cpu_time_total"
+    total = sum(getattr(event, timed) for event in events) / 1e6
+    matmul_seconds = sum(getattr(e, timed) for e in events if e.key in MATMULS) / 1e6
+    matmul_flops = sum(e.flops for e in events if e.key in MATMULS)
+    print(events.table(sort_by=timed, row_limit=args.profile))
+    summary = {
+        "operator_seconds": total,
+        "matmul_share": matmul_seconds / total,
+        "matmul_tflops_per_second": matmul_flops / matmul_seconds / 1e12,
+        "matmul_rate_of_peak": matmul_flops / matmul_seconds / 1e12 / peak_tflops,
+        "top": [
+            {"operator": e.key, "seconds": getattr(e, timed) / 1e6, "share": getattr(e, timed) / 1e6 / total,
+             "calls": e.count}
+            for e in sorted(events, key=lambda e: -getattr(e, timed))[: args.profile]
+        ],
+    }  # fmt: skip
+    print(f"matmuls ({', '.join(MATMULS)}): {100 * summary['matmul_share']:.0f}% of the operator time, at "
+          f"{summary['matmul_tflops_per_second']:.3f} TFLOP/s ({100 * summary['matmul_rate_of_peak']:.0f}% of "
+          f"the measured peak)")  # fmt: skip
+    return summary
 
 
 def main(argv=None) -> dict:
@@ -106,6 +145,8 @@ def main(argv=None) -> dict:
         )
     if "speedup" in results:
         print(f"speed-up (ours / transformers, median of paired rounds): {results['speedup']:.2f}x")
+    if args.profile:
+        results["profile"] = profile_step(config, args, device, peak.tflops)
     if args.json:
         args.json.parent.mkdir(parents=True, exist_ok=True)
         args.json.write_text(json.dumps(results, indent=2) + "\n")
