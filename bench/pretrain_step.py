@@ -1,5 +1,5 @@
 """Sequences/s and MFU of one full pretraining step (forward, backward, optimiser step): our
-BertForPreTraining against transformers.BertForPreTraining + AdamW, same config, batch and
+BertForPreTraining against transformers.BertForPreTraining, same config, batch, optimiser and
 device, in the same run (bert.benchmark.time_pretraining).
 
     python bench/pretrain_step.py --size tiny --batch 32 --seq-len 128 --threads 2
@@ -47,9 +47,7 @@ def parse_args(argv=None) -> argparse.Namespace:
     parser.add_argument(
         "--rounds", type=int, default=10, help="alternating timing rounds; the fastest counts"
     )
-    parser.add_argument(
-        "--optimizer", choices=["adamw", "lamb"], default="adamw", help="ours; transformers gets AdamW"
-    )
+    parser.add_argument("--optimizer", choices=["adamw", "lamb"], default="adamw", help="for every model")
     parser.add_argument(
         "--models",
         default="ours,transformers",
