@@ -27,7 +27,7 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run from anywhere in the repo
 
 from bert.benchmark import MODELS, Runner, make_batch, masked_per_sequence, time_pretraining  # noqa: E402
-from bert.flops import datasheet_peak, matmul_peak  # noqa: E402
+from bert.flops import best_peak, datasheet_peak, matmul_peak  # noqa: E402
 from bert.modeling import BertConfig  # noqa: E402
 from bert.precision import AUTOCAST_DTYPES, allow_tf32  # noqa: E402
 
@@ -125,6 +125,9 @@ def main(argv=None) -> dict:
         config, args.batch, args.seq_len, masked_per_sequence(args.seq_len), tuple(args.models.split(",")),
         args.steps, args.warmup, args.rounds, args.precision, device, args.optimizer, peak,
     )  # fmt: skip
+    peak = best_peak(peak, matmul_peak(config, args.batch * args.seq_len, device, args.precision))
+    for entry in results["models"].values():  # against the best of the sweeps before and after
+        entry["mfu"] = entry["model_tflops_per_second"] / peak.tflops
     sheet = args.peak_tflops or datasheet_peak(device, args.precision)
     results = {"size": args.size, "device": device_label(device), "torch": torch.__version__, **results,
                "matmul_peak": peak.to_dict(), "datasheet_peak_tflops": sheet}  # fmt: skip

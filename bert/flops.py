@@ -202,6 +202,12 @@ def datasheet_peak(device: torch.device | str, precision: str) -> float | None:
     return next((peaks[precision] or None for gpu, peaks in DATASHEET_TFLOPS.items() if gpu in name), None)
 
 
+def best_peak(*peaks: MatmulPeak) -> MatmulPeak:
+    """The best of sweeps taken before and after the model's timing: on a machine shared with other
+    work a sweep that met a busy moment would understate the peak (and overstate MFU)."""
+    return max(peaks, key=lambda peak: peak.tflops)
+
+
 def mfu(flops_per_step: float, seconds_per_step: float, peak_tflops: float | None) -> float | None:
     """Model FLOPs utilisation: the step's model FLOP/s over the peak (None without a peak)."""
     return flops_per_step / seconds_per_step / (peak_tflops * 1e12) if peak_tflops else None

@@ -22,8 +22,8 @@ import torch
 from bert.atomic import write_json
 from bert.benchmark import masked_per_sequence, time_pretraining
 from bert.errors import UserError, run_main
-from bert.flops import datasheet_peak, matmul_peak, mfu, question_answering_flops
-from bert.modeling import BertForQuestionAnswering
+from bert.flops import best_peak, datasheet_peak, matmul_peak, mfu, question_answering_flops
+from bert.modeling import BertConfig, BertForQuestionAnswering
 from bert.squad.benchmark import benchmark_dev_inference, benchmark_inference, dev_windows, time_training
 from bert.tokenization import load_tokenizer_from_dir
 from stages import layout
@@ -44,6 +44,9 @@ def main() -> None:
     compare = importlib.util.find_spec("transformers") is not None
     if not compare:
         log.warning("transformers is not installed: no comparison (pip install transformers)")
+    config = BertConfig.from_json_file(MODEL_DIR / "config.json")
+    tokens = spec.batch_size * spec.seq_length
+    peak_before = matmul_peak(config, tokens, device, precision)
     inference = benchmark_inference(
         MODEL_DIR, spec.batch_size, spec.seq_length, spec.steps, spec.warmup_steps, precision, device, compare
     )
@@ -51,8 +54,7 @@ def main() -> None:
     training = time_training(
         model, spec.batch_size, spec.seq_length, spec.steps, spec.warmup_steps, precision
     )
-    config, tokens = model.config, spec.batch_size * spec.seq_length
-    peak = matmul_peak(config, tokens, device, precision)
+    peak = best_peak(peak_before, matmul_peak(config, tokens, device, precision))
     sheet = datasheet_peak(device, precision)
     train_flops = training["sequences_per_second"] * question_answering_flops(config, spec.seq_length)
     inference_flops = inference["ours"]["sequences_per_second"] * question_answering_flops(
@@ -121,8 +123,10 @@ def pretraining_figures(params, phase: str, config, device: torch.device, compar
     models = ("ours", "transformers") if compare else ("ours",)
     result = time_pretraining(config, spec.batch_size, seq_len, masked, models, steps=1, warmup=spec.warmup_steps,
                               rounds=spec.steps, precision=precision, device=device,
-                              optimizer=params.pretrain.optimizer, peak=peak)  # fmt: skip
+                              optimizer=params.pretrain.optimizer)  # fmt: skip
+    peak = best_peak(peak, matmul_peak(config, spec.batch_size * seq_len, device, precision))
     ours = result["models"]["ours"]
+    ours["mfu"] = ours["model_tflops_per_second"] / peak.tflops
     figures = {
         "seq_length": seq_len,
         "masked_per_sequence": masked,
