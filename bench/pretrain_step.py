@@ -19,6 +19,7 @@ dense matmul peak measured first, in the same process, at the model's shapes
 
 import argparse
 import json
+import os
 import sys
 from pathlib import Path
 
@@ -27,7 +28,7 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run from anywhere in the repo
 
 from bert.benchmark import MODELS, Runner, make_batch, masked_per_sequence, time_pretraining  # noqa: E402
-from bert.flops import best_peak, datasheet_peak, matmul_peak  # noqa: E402
+from bert.flops import datasheet_peak, matmul_peak  # noqa: E402
 from bert.modeling import BertConfig  # noqa: E402
 from bert.precision import AUTOCAST_DTYPES, allow_tf32  # noqa: E402
 
@@ -120,19 +121,17 @@ def main(argv=None) -> dict:
     device = torch.device(args.device)
     allow_tf32(device, args.precision)  # as training does
     config = BertConfig.resolve(args.size, args.vocab_size)
-    peak = matmul_peak(config, args.batch * args.seq_len, device, args.precision)
     results = time_pretraining(
         config, args.batch, args.seq_len, masked_per_sequence(args.seq_len), tuple(args.models.split(",")),
-        args.steps, args.warmup, args.rounds, args.precision, device, args.optimizer, peak,
+        args.steps, args.warmup, args.rounds, args.precision, device, args.optimizer,
+        measure_peak=lambda: matmul_peak(config, args.batch * args.seq_len, device, args.precision),
     )  # fmt: skip
-    peak = best_peak(peak, matmul_peak(config, args.batch * args.seq_len, device, args.precision))
-    for entry in results["models"].values():  # against the best of the sweeps before and after
-        entry["mfu"] = entry["model_tflops_per_second"] / peak.tflops
+    peak = results["matmul_peak"]["tflops"]
     sheet = args.peak_tflops or datasheet_peak(device, args.precision)
-    results = {"size": args.size, "device": device_label(device), "torch": torch.__version__, **results,
-               "matmul_peak": peak.to_dict(), "datasheet_peak_tflops": sheet}  # fmt: skip
+    results = {"size": args.size, "device": device_label(device), "torch": torch.__version__,
+               "load_average": list(os.getloadavg()), **results, "datasheet_peak_tflops": sheet}  # fmt: skip
     print(f"{args.size} batch {args.batch} x {args.seq_len}, {args.precision}, {results['device']}, "
-          f"torch {torch.__version__}; measured matmul peak {peak.tflops:.3f} TFLOP/s at {peak.shape}")  # fmt: skip
+          f"torch {torch.__version__}; measured matmul peak {peak:.3f} TFLOP/s at {results['matmul_peak']['shape']}")  # fmt: skip
     print(f"{'model':<14}{'seq/s':>10}{'ms/step':>10}{'fwd+bwd':>10}{'optim':>10}{'TFLOP/s':>10}{'MFU':>8}"
           + (f"{'MFU sheet':>11}" if sheet else ""))  # fmt: skip
     for name, entry in results["models"].items():
@@ -147,7 +146,7 @@ def main(argv=None) -> dict:
     if "speedup" in results:
         print(f"speed-up (ours / transformers, median of paired rounds): {results['speedup']:.2f}x")
     if args.profile:
-        results["profile"] = profile_step(config, args, device, peak.tflops)
+        results["profile"] = profile_step(config, args, device, peak)
     if args.json:
         args.json.parent.mkdir(parents=True, exist_ok=True)
         args.json.write_text(json.dumps(results, indent=2) + "\n")

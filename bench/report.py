@@ -21,8 +21,10 @@ against the data sheet's peak (`--peak-tflops` for others). Default batch sizes 
 
 import argparse
 import datetime
+import os
 import platform
 import sys
+from functools import partial
 from pathlib import Path
 
 import torch
@@ -31,7 +33,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run from anywher
 
 from bert.atomic import atomic_file, write_json  # noqa: E402
 from bert.benchmark import time_pretraining  # noqa: E402
-from bert.flops import best_peak, datasheet_peak, matmul_peak, mfu, question_answering_flops  # noqa: E402
+from bert.flops import datasheet_peak, matmul_peak, mfu, question_answering_flops  # noqa: E402
 from bert.modeling import BertConfig, BertForQuestionAnswering  # noqa: E402
 from bert.precision import allow_tf32  # noqa: E402
 from bert.squad.benchmark import random_inputs, time_inference, time_training  # noqa: E402
@@ -110,25 +112,36 @@ def transformers_available() -> bool:
     return True
 
 
-def pretraining_row(config: BertConfig, task: str, batch: int, settings: dict) -> dict:
-    """Ours (and transformers) at one phase's shape: (sequences/s, model FLOPs per sequence, speed-up)."""
+def pretraining_row(config: BertConfig, task: str, batch: int, settings: dict, sweep) -> tuple:
+    """Ours (and transformers) at one phase's shape, the matmul sweep taking its turn in each round:
+    (sequences/s, model FLOPs per sequence, speed-up, the best sweep's TFLOP/s)."""
     models = ("ours", "transformers") if settings["compare"] else ("ours",)
     result = time_pretraining(
         config, batch, SEQ_LEN[task], None, models, settings["steps"], settings["warmup"], settings["rounds"],
-        settings["precision"], settings["device"], "lamb",
+        settings["precision"], settings["device"], "lamb", measure_peak=sweep,
     )  # fmt: skip
     speed = result["models"]["ours"]["sequences_per_second"]
-    return speed, result["model_tflops_per_step"] * 1e12 / batch, result.get("speedup")
+    return (
+        speed,
+        result["model_tflops_per_step"] * 1e12 / batch,
+        result.get("speedup"),
+        result["matmul_peak"]["tflops"],
+    )
 
 
-def squad_row(config: BertConfig, task: str, batch: int, settings: dict) -> tuple:
-    """Fine-tuning (ours) or inference (ours and transformers, taking turns) at seq 384."""
+def squad_row(config: BertConfig, task: str, batch: int, settings: dict, sweep) -> tuple:
+    """Fine-tuning (ours) or inference (ours and transformers, taking turns) at seq 384, then a sweep."""
     device, precision, seq_len = settings["device"], settings["precision"], SEQ_LEN[task]
     torch.manual_seed(0)
     model = BertForQuestionAnswering(config).to(device)
     if task == "squad_finetune":
         figures = time_training(model, batch, seq_len, settings["steps"], settings["warmup"], precision)
-        return figures["sequences_per_second"], question_answering_flops(config, seq_len), None
+        return (
+            figures["sequences_per_second"],
+            question_answering_flops(config, seq_len),
+            None,
+            sweep().tflops,
+        )
     models = {"ours": model}
     if settings["compare"]:
         import transformers
@@ -139,30 +152,26 @@ def squad_row(config: BertConfig, task: str, batch: int, settings: dict) -> tupl
     figures = time_inference(models, inputs, settings["steps"], settings["warmup"], precision)
     speed = figures["ours"]["sequences_per_second"]
     ratio = speed / figures["transformers"]["sequences_per_second"] if settings["compare"] else None
-    return speed, question_answering_flops(config, seq_len, training=False), ratio
+    return speed, question_answering_flops(config, seq_len, training=False), ratio, sweep().tflops
 
 
 def measure_row(size: str, task: str, batch: int, settings: dict) -> dict:
-    """The measured peak at the row's shapes, then the row: sequences/s, model TFLOP/s, MFU."""
+    """The row (sequences/s, model TFLOP/s, ratio to transformers) and its MFU against the best
+    matmul sweep at the row's shapes, taken before it and after it (pretraining: after each round),
+    so that on a shared machine the peak meets the same moments of load as the model."""
     config = BertConfig.preset(size, settings["vocab_size"])
-    sweep = [
-        config,
-        batch * SEQ_LEN[task],
-        settings["device"],
-        settings["precision"],
-        settings["peak_seconds"],
-    ]
-    before = matmul_peak(*sweep)
+    sweep = partial(matmul_peak, config, batch * SEQ_LEN[task], settings["device"], settings["precision"],
+                    settings["peak_seconds"])  # fmt: skip
+    before = sweep()
     measure = pretraining_row if task in ("phase1", "phase2") else squad_row
-    speed, flops_per_sequence, ratio = measure(config, task, batch, settings)
-    peak = best_peak(before, matmul_peak(*sweep))
+    speed, flops_per_sequence, ratio, after = measure(config, task, batch, settings, sweep)
+    peak = max(before.tflops, after)
     sheet = settings["datasheet_peak"]
     return {
         "sequences_per_second": speed,
         "model_tflops_per_second": speed * flops_per_sequence / 1e12,
-        "peak_tflops": peak.tflops,
-        "peak_shape": list(peak.shape),
-        "mfu": mfu(speed * flops_per_sequence, 1.0, peak.tflops),
+        "peak_tflops": peak,
+        "mfu": mfu(speed * flops_per_sequence, 1.0, peak),
         "mfu_datasheet": mfu(speed * flops_per_sequence, 1.0, sheet),
         "vs_transformers": ratio,
     }
@@ -193,6 +202,7 @@ def run(args: argparse.Namespace) -> dict:
         "torch": torch.__version__,
         "cuda": torch.version.cuda if device.type == "cuda" else None,
         "date": datetime.date.today().isoformat(),
+        "load_average": list(os.getloadavg()),  # a shared machine: what else ran
         "precision": precision,
         "steps": settings["steps"],
         "warmup": settings["warmup"],

@@ -14,10 +14,11 @@ in the same process (bert.flops.matmul_peak).
 import contextlib
 import statistics
 import time
+from collections.abc import Callable
 
 import torch
 
-from bert.flops import MatmulPeak, mfu, pretraining_flops
+from bert.flops import MatmulPeak, best_peak, mfu, pretraining_flops
 from bert.modeling import BertConfig, BertForPreTraining
 from bert.optim import build_optimizer
 from bert.precision import AUTOCAST_DTYPES, grad_scaler
@@ -133,10 +134,13 @@ def time_pretraining(
     precision: str = "fp32",
     device: torch.device | str = "cpu",
     optimizer: str = "lamb",
-    peak: MatmulPeak | None = None,
+    measure_peak: Callable[[], MatmulPeak] | None = None,
 ) -> dict:
     """Per model: sequences/s, ms per step (forward + backward, optimiser), model TFLOP/s and,
-    given the measured `peak`, MFU; `speedup` (ours / transformers) when both ran."""
+    given `measure_peak` (a matmul sweep, bert.flops.matmul_peak), MFU and the peak; `speedup`
+    (ours / transformers) when both ran. The sweep takes its turn in every round, after the
+    models, and its best counts, as each model's best round does: on a shared machine both then
+    meet the same moments of load."""
     device = torch.device(device)
     if masked_per_seq is None:
         masked_per_seq = masked_per_sequence(seq_len)
@@ -146,9 +150,13 @@ def time_pretraining(
     for runner in runners:
         for _ in range(warmup):
             runner.step(batch)
+    peaks = []
     for _ in range(rounds):
         for runner in runners:
             runner.timed(batch, steps)
+        if measure_peak is not None:
+            peaks.append(measure_peak())
+    peak = best_peak(*peaks) if peaks else None
     results = {
         "batch": batch_size,
         "seq_len": seq_len,
@@ -156,6 +164,7 @@ def time_pretraining(
         "precision": precision,
         "optimizer": optimizer,
         "model_tflops_per_step": flops_per_step / 1e12,
+        "matmul_peak": peak.to_dict() if peak else None,
         "models": {},
     }
     for runner in runners:
