@@ -4,7 +4,7 @@
 
 MFU is model FLOPs per second (bert.flops) over the dense matmul peak measured in the same run at
 the row's own shapes (bert.flops.matmul_peak), for: pretraining phase 1 and phase 2 (a full LAMB
-or AdamW step, pretrain.*, at examples.phase*.max_seq_length, benchmark.batch_size sequences,
+or AdamW step, pretrain.*, at examples.phase*.max_seq_length, benchmark.pretraining_batch_size sequences,
 ours against transformers.BertForPreTraining, fastest of benchmark.steps rounds), and the
 fine-tuned SQuAD model's training step and inference below. Inference (ours and transformers' BertForQuestionAnswering with SDPA, same weights, same run):
 sequences/s and latency p50/p99 at benchmark.batch_size and at batch 1; training: sequences/s of
@@ -80,7 +80,7 @@ def main() -> None:
         },
         "pretraining": {},
     }
-    for phase in ("phase1", "phase2"):
+    for phase in ("phase1", "phase2") if spec.pretraining_batch_size else ():
         seq_len = getattr(params.examples, phase).max_seq_length
         if seq_len > config.max_position_embeddings:  # a model that pretraining could not have made
             log.warning("pretraining %s not timed: examples.%s.max_seq_length %d exceeds the model's "
@@ -105,7 +105,7 @@ def main() -> None:
              100 * metrics["inference"]["mfu"], inference.get("speedup", float("nan")), METRICS_FILE)  # fmt: skip
     for phase, figures in metrics["pretraining"].items():
         log.info("pretraining %s (%d x %d): %.1f seq/s, MFU %.1f%% of %.3f TFLOP/s, %.2fx transformers", phase,
-                 spec.batch_size, figures["seq_length"], figures["sequences_per_second"], 100 * figures["mfu"],
+                 spec.pretraining_batch_size, figures["seq_length"], figures["sequences_per_second"], 100 * figures["mfu"],
                  figures["matmul_peak_tflops"], figures.get("speedup_vs_transformers", float("nan")))  # fmt: skip
     if "dev_inference" in metrics:
         dev = metrics["dev_inference"]
@@ -120,15 +120,16 @@ def pretraining_figures(params, phase: str, config, device: torch.device, compar
     spec, examples = params.benchmark, getattr(params.examples, phase)
     seq_len, precision = examples.max_seq_length, params.pretrain.precision
     masked = masked_per_sequence(seq_len, params.examples.masked_lm_prob, examples.max_predictions_per_seq)
-    sweep = partial(matmul_peak, config, spec.batch_size * seq_len, device, precision)
+    sweep = partial(matmul_peak, config, spec.pretraining_batch_size * seq_len, device, precision)
     before = sweep()  # and after each round (time_pretraining): the best sweep counts
     models = ("ours", "transformers") if compare else ("ours",)
-    result = time_pretraining(config, spec.batch_size, seq_len, masked, models, steps=1, warmup=spec.warmup_steps,
+    result = time_pretraining(config, spec.pretraining_batch_size, seq_len, masked, models, steps=1, warmup=spec.warmup_steps,
                               rounds=spec.steps, precision=precision, device=device,
                               optimizer=params.pretrain.optimizer, measure_peak=sweep)  # fmt: skip
     peak = max(before.tflops, result["matmul_peak"]["tflops"])
     ours = result["models"]["ours"]
     figures = {
+        "batch_size": spec.pretraining_batch_size,
         "seq_length": seq_len,
         "masked_per_sequence": masked,
         "precision": precision,

@@ -282,6 +282,8 @@ class Benchmark:
     steps: Count
     # A seeded sample of dev windows timed as predict_squad runs them.
     dev_windows: Annotated[int, Range(low=0, meaning="0 = no dev-set timing")]
+    # Sequences per pretraining step timed at the phase-1 and phase-2 shapes (examples.phase*).
+    pretraining_batch_size: Annotated[int, Range(low=0, meaning="0 = no pretraining timing")]
 
 
 @dataclass
