@@ -44,10 +44,10 @@ Lengths = int | Sequence[int] | torch.Tensor
 
 
 def token_counts(attention_mask: torch.Tensor, padded: bool) -> list[int]:
-    """Tokens computed per sequence of an [N, S] batch: S each when padded, else its real length."""
-    if padded:
-        return [attention_mask.shape[-1]] * attention_mask.shape[0]
-    return attention_mask.sum(-1).flatten().tolist()
+    """Tokens computed per sequence of an [N, S] (or [N, C, S]) batch: S each when padded, else
+    its real length."""
+    rows = attention_mask.reshape(-1, attention_mask.shape[-1])
+    return [rows.shape[1]] * rows.shape[0] if padded else rows.sum(1).tolist()
 
 
 def _as_list(values: Lengths) -> list[int]:
