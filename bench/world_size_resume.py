@@ -4,7 +4,7 @@ without dropout (docs/operations.md, "Resuming on another number of GPUs").
     PYTHONPATH=. python bench/world_size_resume.py [--steps 40] [--dropout 0.1 0.0]
 
 For each dropout: the pretraining stage on 2 ranks (global batch 8 = 2 x 4) runs `steps` steps in
-a throw-away workspace (the tests' tiny model and shards: tests/stage_workspace.py); a copy then
+a throw-away workspace (the tests' tiny model and shards: tests/support/stage_workspace.py); a copy then
 resumes its half-way checkpoint on 1 rank (2 accumulation steps). Printed: the largest and the
 relative difference of the final weights, and both runs' final training loss.
 """
@@ -20,7 +20,7 @@ from pathlib import Path
 import torch
 
 from bert.checkpoints import list_checkpoints, load_checkpoint
-from tests.stage_workspace import make_workspace, run_stage, set_params
+from tests.support.stage_workspace import make_workspace, run_stage, set_params
 
 CHECKPOINTS = "data/checkpoints/phase1"
 

@@ -19,10 +19,10 @@ import torch
 
 from bert.corpus.documents import DocumentWriter
 from bert.modeling import BertConfig, BertForQuestionAnswering
-from tests.shard_fixtures import VOCAB, write_vocab
-from tests.stage_workspace import make_workspace, repo_params, run_stage, set_params, write_params
-from tests.test_multistream import offsets, rewrite_index, small_wiki
-from tests.test_wikipedia import PAGES, write_dump
+from tests.corpus.test_multistream import offsets, rewrite_index, small_wiki
+from tests.corpus.test_wikipedia import PAGES, write_dump
+from tests.support.shard_fixtures import VOCAB, write_vocab
+from tests.support.stage_workspace import make_workspace, repo_params, run_stage, set_params, write_params
 
 WIKI_DUMP = "data/raw/wikipedia/dump.xml"
 WIKI_DUMP_BZ2 = "data/raw/wikipedia/dump.xml.bz2"
@@ -198,7 +198,7 @@ def document_table(root: Path) -> None:
 
 
 def pretraining_project(root: Path) -> None:
-    """A tiny model, its vocab and HDF5 shards of both phases (tests/stage_workspace.py)."""
+    """A tiny model, its vocab and HDF5 shards of both phases (tests/support/stage_workspace.py)."""
     make_workspace(root)
 
 

@@ -21,8 +21,8 @@ from bert.modeling import BertForPreTraining
 from bert.optim import Lamb, build_optimizer, fit_optimizer_state, warmup_poly_schedule
 from bert.pretraining.loss import pretraining_loss, pretraining_objective
 from bert.training import TrainConfig, per_row, train
-from tests.shard_fixtures import tiny_model, write_shards
-from tests.stage_workspace import REPO
+from tests.support.shard_fixtures import tiny_model, write_shards
+from tests.support.stage_workspace import REPO
 from tests.test_training import pretrain
 
 torch.set_num_threads(1)
@@ -437,7 +437,7 @@ def test_ranks_that_cannot_read_rank_0s_checkpoint_stop_the_job_naming_it(tmp_pa
     (folders[2] / "ckpt").mkdir()
     (folders[2] / "ckpt/step-00000002.pt").write_bytes(b"another file")
     command = torchrun_command(
-        ["tests.resume_worker", *map(str, folders)], 3, 1, f"localhost:{29600 + os.getpid() % 300}", 0
+        ["tests.support.resume_worker", *map(str, folders)], 3, 1, f"localhost:{29600 + os.getpid() % 300}", 0
     )
     env = {**os.environ, "PYTHONPATH": str(REPO), "OMP_NUM_THREADS": "1"}
     result = subprocess.run(command, cwd=REPO, capture_output=True, text=True, timeout=180, env=env)
@@ -451,7 +451,7 @@ def test_ranks_that_cannot_read_rank_0s_checkpoint_stop_the_job_naming_it(tmp_pa
 
 def test_a_signal_to_one_rank_stops_every_rank_at_the_same_step(tmp_path):
     command = torchrun_command(
-        ["tests.preempt_worker", str(tmp_path)], 2, 1, f"localhost:{29900 + os.getpid() % 90}", 0
+        ["tests.support.preempt_worker", str(tmp_path)], 2, 1, f"localhost:{29900 + os.getpid() % 90}", 0
     )
     env = {**os.environ, "PYTHONPATH": str(REPO), "OMP_NUM_THREADS": "1"}
     result = subprocess.run(command, cwd=REPO, capture_output=True, text=True, timeout=180, env=env)

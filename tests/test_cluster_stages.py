@@ -15,7 +15,7 @@ import pytest
 import torch
 
 from bert.checkpoints import list_checkpoints, load_checkpoint
-from tests.stage_workspace import REPO, make_workspace, run_stage, set_params
+from tests.support.stage_workspace import REPO, make_workspace, run_stage, set_params
 
 CHECKPOINTS = "data/checkpoints/phase1"
 

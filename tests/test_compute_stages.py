@@ -10,9 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from tests.stage_workspace import REPO, make_workspace, run_stage, set_params
+from tests.corpus.test_wikipedia import write_dump
+from tests.support.stage_workspace import REPO, make_workspace, run_stage, set_params
 from tests.test_faults import _examples_workspace, _shard_workspace
-from tests.test_wikipedia import write_dump
 
 LOCAL = {"compute.scheduler": "local", "compute.num_workers": 1}
 

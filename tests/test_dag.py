@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from tests.stage_workspace import set_params
+from tests.support.stage_workspace import set_params
 
 REPO = Path(__file__).resolve().parents[1]
 BIN = Path(sys.executable).parent

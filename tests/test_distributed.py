@@ -11,9 +11,9 @@ from bert.checkpoints import list_checkpoints, load_checkpoint
 from bert.distributed import relaunch_under_torchrun, torchrun_command
 from bert.errors import UserError
 from bert.pretraining.loader import PretrainingData
-from tests.ddp_train_worker import train_tiny
-from tests.shard_fixtures import write_shards
-from tests.stage_workspace import REPO, make_workspace, run_stage, set_params
+from tests.support.ddp_train_worker import train_tiny
+from tests.support.shard_fixtures import write_shards
+from tests.support.stage_workspace import REPO, make_workspace, run_stage, set_params
 
 
 def loss_curve(root, phase="phase1"):
@@ -85,7 +85,7 @@ def test_token_weighted_loss_makes_two_ranks_and_accumulation_equal_one_big_batc
     assert any(a != b for a, b in zip(counts[::2], counts[1::2]))  # a per-half mean would differ
 
     command = torchrun_command(
-        ["tests.ddp_train_worker", str(folder), "16", "8", str(tmp_path / "2x8.pt"), "4", str(tmp_path / "2x4x2.pt")],
+        ["tests.support.ddp_train_worker", str(folder), "16", "8", str(tmp_path / "2x8.pt"), "4", str(tmp_path / "2x4x2.pt")],
         2, 1, f"localhost:{29733 + os.getpid() % 200}", 0,
     )  # fmt: skip
     ranks = subprocess.Popen(
@@ -110,7 +110,7 @@ def test_token_weighted_loss_makes_two_ranks_and_accumulation_equal_one_big_batc
 
 
 def test_failing_rank_fails_the_whole_job_without_hanging():
-    command = torchrun_command(["tests.ddp_worker", "1"], 2, 1, "localhost:29731", 0)
+    command = torchrun_command(["tests.support.ddp_worker", "1"], 2, 1, "localhost:29731", 0)
     result = subprocess.run(command, cwd=REPO, capture_output=True, text=True, timeout=180, env=_env())
     assert result.returncode != 0
     assert "rank 1 failed on purpose at step 3" in result.stderr

@@ -19,7 +19,7 @@ from bert.modeling import (
 from bert.optim import build_optimizer, parameter_groups
 from bert.pretraining.loader import PAD_TO_MULTIPLE, DynamicMasking, PretrainingData
 from bert.pretraining.loss import pretraining_loss
-from tests.shard_fixtures import VOCAB, write_shards, write_vocab
+from tests.support.shard_fixtures import VOCAB, write_shards, write_vocab
 
 torch.set_num_threads(1)
 SEQ_LEN = 64
@@ -283,7 +283,7 @@ def test_stage_runs_binned_and_unpadded(tmp_path, monkeypatch):
     from bert.distributed import setup_distributed
     from stages import pretrain as stage
     from stages.params import load_params
-    from tests.stage_workspace import make_workspace, set_params
+    from tests.support.stage_workspace import make_workspace, set_params
 
     root = make_workspace(tmp_path)
     set_params(root, {"pretrain.log_every": 4, "pretrain.length_binning": True, "pretrain.unpad": True,

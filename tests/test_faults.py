@@ -1,4 +1,4 @@
-"""Faults, on the real stages in a throw-away project (tests/stage_workspace.py): a training stage
+"""Faults, on the real stages in a throw-away project (tests/support/stage_workspace.py): a training stage
 SIGKILLed between checkpoints and in the middle of writing one, a data stage SIGKILLed while it
 writes, and a full disk while writing a checkpoint, a shard or a part of the document table.
 
@@ -34,9 +34,9 @@ from safetensors.torch import load_file
 
 from bert.checkpoints import list_checkpoints, load_checkpoint
 from bert.corpus.documents import DocumentWriter
-from tests.stage_workspace import REPO, make_workspace, run_stage, set_params
-from tests.test_squad_stages import make_project as make_squad_project
-from tests.test_wikipedia import write_dump
+from tests.corpus.test_wikipedia import write_dump
+from tests.squad.test_stages import make_project as make_squad_project
+from tests.support.stage_workspace import REPO, make_workspace, run_stage, set_params
 
 MAX_STEPS, SAVE_EVERY = 24, 6
 CHECKPOINTS = Path("data/checkpoints/phase1")
@@ -295,7 +295,7 @@ SQUAD_SAVE_EVERY = 4
 
 
 def _squad_project(root: Path, vocab_file: Path) -> Path:
-    """tests/test_squad_stages.py's project (8 articles of the sample world, a tiny BERT), a
+    """tests/squad/test_stages.py's project (8 articles of the sample world, a tiny BERT), a
     checkpoint every SQUAD_SAVE_EVERY steps."""
     make_squad_project(root, vocab_file, "v1.1")
     set_params(root, {"finetune.save_every": SQUAD_SAVE_EVERY, "finetune.log_every": 1})

@@ -12,7 +12,7 @@ from bert.global_batch import accumulation_steps
 from bert.pretraining.loader import PretrainingData
 from bert.squad.features import SquadFeatures
 from bert.training import _Batches
-from tests.shard_fixtures import write_shards
+from tests.support.shard_fixtures import write_shards
 
 GLOBAL = 32
 SPLITS = [(1, 32), (2, 16), (1, 16), (2, 8), (4, 4)]  # (world size, micro-batch): accumulation 1, 1, 2, 2, 2

@@ -13,7 +13,7 @@ import yaml
 
 from bert.errors import UserError
 from stages.params import load_params
-from tests.stage_workspace import repo_params, write_params
+from tests.support.stage_workspace import repo_params, write_params
 
 REPO = Path(__file__).resolve().parents[1]
 MISSING_HINT = "add it (the repository's params.yaml has every key, with its meaning)"

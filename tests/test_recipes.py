@@ -20,10 +20,10 @@ from bert.tasks.model import load_task_model
 from bert.training import TrainConfig
 from stages import finetune_squad, finetune_task, predict_squad, predict_task, pretrain
 from stages.params import Finetune, Recipe, load_params
-from tests.stage_workspace import make_workspace, set_params
-from tests.test_squad_stages import make_project as squad_project
-from tests.test_tasks_stages import make_project as task_project
-from tests.test_tasks_stages import run as run_stage
+from tests.squad.test_stages import make_project as squad_project
+from tests.support.stage_workspace import make_workspace, set_params
+from tests.tasks.test_stages import make_project as task_project
+from tests.tasks.test_stages import run as run_stage
 
 ALONE = Distributed(rank=0, local_rank=0, world_size=1, device=torch.device("cpu"))
 # Values no default in bert/ has, so a setting taken from a default instead of params.yaml shows.

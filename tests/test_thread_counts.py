@@ -7,7 +7,7 @@ are the same bytes."""
 import shutil
 from pathlib import Path
 
-from tests.stage_workspace import REPO, run_stage, write_params
+from tests.support.stage_workspace import REPO, run_stage, write_params
 
 STAGES = [
     ("stages.documents", "wikipedia"),

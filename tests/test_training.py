@@ -15,8 +15,8 @@ from bert.optim import build_optimizer, warmup_poly_schedule
 from bert.pretraining.loader import DynamicMasking, PretrainingData
 from bert.pretraining.loss import pretraining_objective
 from bert.training import TrainConfig, per_row, train, truncate_live_history
-from tests.shard_fixtures import tiny_model, write_shard, write_shards, write_vocab
-from tests.stage_workspace import REPO
+from tests.support.shard_fixtures import tiny_model, write_shard, write_shards, write_vocab
+from tests.support.stage_workspace import REPO
 
 torch.set_num_threads(1)
 
@@ -365,7 +365,7 @@ def test_training_stages_import_the_code_their_loop_runs_before_it_starts(stage)
     import subprocess
     import sys
 
-    from tests.test_squad_stages import REPO
+    from tests.squad.test_stages import REPO
 
     script = f"import sys, {stage}; print(sorted(m for m in sys.modules if m.startswith('bert.')))"
     imported = subprocess.run(

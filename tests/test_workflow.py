@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from tests.stage_workspace import set_params
+from tests.support.stage_workspace import set_params
 
 pytestmark = pytest.mark.slow
 

@@ -11,9 +11,9 @@ from bert.corpus import mediawiki, wikipedia
 from bert.corpus.mediawiki import DumpReader
 from bert.corpus.wikipedia import extract_wikipedia, skip_reason
 from bert.errors import UserError
-from tests.stage_workspace import write_params
+from tests.support.stage_workspace import write_params
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 
 SITEINFO = """  <siteinfo>
     <sitename>Testwiki</sitename>

@@ -16,9 +16,9 @@ from sklearn.metrics import accuracy_score
 
 from bert.modeling import BertConfig, BertForQuestionAnswering
 from bert.tasks.data import TASKS, read_split
-from tests.stage_workspace import run_stage, set_params, write_params
+from tests.support.stage_workspace import run_stage, set_params, write_params
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 SAMPLE = REPO / "data/sample"
 SOURCES = {
     "swag": [str(SAMPLE / "swag")],

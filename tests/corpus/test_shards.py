@@ -13,9 +13,9 @@ from bert.corpus import sentences as punkt
 from bert.corpus.documents import DocumentWriter
 from bert.corpus.shards import pack_largest_first, shard_corpus, split_train_test
 from bert.errors import UserError
-from tests.stage_workspace import write_params
+from tests.support.stage_workspace import write_params
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 
 NAMES = ["Alder", "Brook", "Corr", "Dunmore", "Ellery", "Fenwick", "Garth", "Hale", "Ives", "Jory"]
 WORDS = [

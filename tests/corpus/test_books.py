@@ -11,9 +11,9 @@ from bert.corpus import books
 from bert.corpus.books import format_books
 from bert.corpus.documents import ROW_GROUP_BYTES, ROW_GROUP_ROWS, DocumentWriter
 from bert.errors import UserError
-from tests.stage_workspace import write_params
+from tests.support.stage_workspace import write_params
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 
 
 def documents(folder: Path) -> list[dict]:

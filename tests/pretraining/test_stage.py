@@ -5,7 +5,7 @@ import json
 import pytest
 import torch
 
-from tests.stage_workspace import make_workspace, run_stage, set_params
+from tests.support.stage_workspace import make_workspace, run_stage, set_params
 
 
 @pytest.mark.slow

@@ -22,9 +22,9 @@ from bert.corpus.mediawiki import index_streams, read_header, stream_ranges
 from bert.corpus.wikipedia import extract_wikipedia
 from bert.errors import UserError
 from sample_world.wiki_xml import DUMP_NAME, multistream
-from tests.test_wikipedia import PAGES, write_dump
+from tests.corpus.test_wikipedia import PAGES, write_dump
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 SAMPLE_DUMP = REPO / "data/sample/wikipedia" / DUMP_NAME
 RANGE_BYTES = 20_000  # the sample has 4 page streams of ~25 kB: a range each
 
@@ -43,7 +43,7 @@ def write_multistream(
 
 
 def small_wiki(folder: Path) -> tuple[Path, Path]:
-    """tests/test_wikipedia.py's 7 pages, one per stream: the template is in another range than
+    """tests/corpus/test_wikipedia.py's 7 pages, one per stream: the template is in another range than
     the article that uses it."""
     xml = write_dump(folder / "source.xml").read_bytes()
     (folder / "source.xml").unlink()

@@ -12,9 +12,9 @@ import pytest
 import torch
 
 from bert.modeling import BertConfig, BertForQuestionAnswering
-from tests.stage_workspace import set_params, write_params
+from tests.support.stage_workspace import set_params, write_params
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 SAMPLE = REPO / "data/sample/squad"
 INIT = "data/weights/phase2"
 

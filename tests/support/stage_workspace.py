@@ -9,9 +9,9 @@ from pathlib import Path
 
 import yaml
 
-from tests.shard_fixtures import VOCAB, write_shards, write_vocab
+from tests.support.shard_fixtures import VOCAB, write_shards, write_vocab
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 
 
 def repo_params() -> dict:

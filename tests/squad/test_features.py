@@ -596,7 +596,7 @@ def test_gold_answers_survive_the_widening_to_words(tokenizer):
     """Every gold answer of the sample world's v1.1 dev set as the token span that covers it:
     post-processing it gives the gold text at least as often as the token offsets alone would
     (the old cut). A gold answer ending inside a word would be lost by the widening."""
-    examples = load_examples(Path(__file__).resolve().parents[1] / "data/sample/squad/v1.1/dev-v1.1.json")
+    examples = load_examples(Path(__file__).resolve().parents[2] / "data/sample/squad/v1.1/dev-v1.1.json")
     features = make_features(
         examples, tokenizer, doc_stride=128, max_seq_length=1024, max_query_length=16, progress=False
     )

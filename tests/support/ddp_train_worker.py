@@ -1,5 +1,5 @@
 """A tiny pretraining run on the shards of a folder, one process of it per rank (run alone, or by
-test_distributed under torchrun): `python -m tests.ddp_train_worker SHARDS GLOBAL MICRO OUT [MICRO OUT]...`
+test_distributed under torchrun): `python -m tests.support.ddp_train_worker SHARDS GLOBAL MICRO OUT [MICRO OUT]...`
 trains once per (micro-batch size, output file) pair and rank 0 saves the weights and figures."""
 
 import sys
@@ -12,7 +12,7 @@ from bert.optim import build_optimizer, warmup_poly_schedule
 from bert.pretraining.loader import PretrainingData
 from bert.pretraining.loss import pretraining_objective
 from bert.training import TrainConfig, train
-from tests.shard_fixtures import tiny_model
+from tests.support.shard_fixtures import tiny_model
 
 STEPS = 4
 

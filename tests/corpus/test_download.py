@@ -16,9 +16,9 @@ import pytest
 
 from bert.corpus.download import SourceNotFound, download, download_many, download_staged
 from bert.errors import UserError
-from tests.stage_workspace import write_params
+from tests.support.stage_workspace import write_params
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 PAYLOAD = bytes(range(256)) * 400  # 100 KiB: several reads, so a cut lands mid-file
 FAST = {"retries": 3, "backoff": 0.01, "timeout": 5}
 
