@@ -14,7 +14,7 @@ from tokenizers import Tokenizer, decoders, normalizers, pre_tokenizers, process
 from tokenizers.models import WordPiece
 
 from bert.atomic import atomic_folder
-from bert.corpus.download import download
+from bert.download.fetch import download
 from bert.errors import UserError
 
 SPECIAL_TOKENS = ("[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]")

@@ -3,7 +3,7 @@
 import json
 from pathlib import Path
 
-from bert.corpus.download import download_staged, publish, remove_staging, staging_dir
+from bert.download.staging import staged
 from bert.errors import UserError, run_main
 from bert.squad.dataset import dataset_version
 from stages.params import load_params
@@ -16,16 +16,15 @@ def main() -> None:
     version = params.squad.version
     files = params.squad.sources[version]
     sources = {"train.json": files.train, "dev.json": files.dev}
-    staging = staging_dir(OUT_DIR, sources)
-    for name, source in sources.items():
-        target = download_staged(source, staging / name)
-        try:
-            check_version(target, source, version)
-        except UserError:
-            target.unlink()  # so the re-run fetches the fixed file, not this one again
-            raise
-    publish({name: staging / name for name in sources}, OUT_DIR)
-    remove_staging(staging)
+    with staged(OUT_DIR, sources) as staging:
+        for name, source in sources.items():
+            target = staging.fetch(source, name)
+            try:
+                check_version(target, source, version)
+            except UserError:
+                staging.discard(target)  # so the re-run fetches the fixed file, not this one again
+                raise
+        staging.publish({name: staging.folder / name for name in sources})
 
 
 def check_version(path: Path, source: str, version: str) -> None:

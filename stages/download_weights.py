@@ -11,7 +11,8 @@ import contextlib
 import logging
 from pathlib import Path
 
-from bert.corpus.download import SourceNotFound, download_staged, publish, remove_staging, staging_dir
+from bert.download.staging import Staging, publish, staged
+from bert.download.transport import SourceNotFound
 from bert.errors import UserError, run_main
 from stages.params import load_params
 
@@ -45,22 +46,21 @@ def main() -> None:
         )
         return
     base = params.weights[name].rstrip("/")
-    staging = staging_dir(out_dir, {"base": base})
-    fetched = [fetch(base, file, staging) for file in REQUIRED]
-    fetched.append(fetch_first(base, WEIGHT_FILES, staging, name))
-    for file in OPTIONAL:
-        with contextlib.suppress(SourceNotFound):  # optional: older repositories lack it
-            fetched.append(fetch(base, file, staging))
-    publish({path.name: path for path in fetched}, out_dir)
-    remove_staging(staging)
+    with staged(out_dir, {"base": base}) as staging:
+        fetched = [fetch(base, file, staging) for file in REQUIRED]
+        fetched.append(fetch_first(base, WEIGHT_FILES, staging, name))
+        for file in OPTIONAL:
+            with contextlib.suppress(SourceNotFound):  # optional: older repositories lack it
+                fetched.append(fetch(base, file, staging))
+        staging.publish({path.name: path for path in fetched})
     log.info("%s: %s", out_dir, ", ".join(path.name for path in fetched))
 
 
-def fetch(base: str, file: str, staging: Path) -> Path:
-    return download_staged(f"{base}/{file}", staging / file)
+def fetch(base: str, file: str, staging: Staging) -> Path:
+    return staging.fetch(f"{base}/{file}", file)
 
 
-def fetch_first(base: str, files: tuple[str, ...], staging: Path, name: str) -> Path:
+def fetch_first(base: str, files: tuple[str, ...], staging: Staging, name: str) -> Path:
     for file in files:
         try:
             return fetch(base, file, staging)

@@ -1,4 +1,4 @@
-"""bert.corpus.download and the download stages, against an HTTP server on 127.0.0.1 started here."""
+"""bert.download and the download stages, against an HTTP server on 127.0.0.1 started here."""
 
 import hashlib
 import http.server
@@ -14,7 +14,9 @@ from pathlib import Path
 
 import pytest
 
-from bert.corpus.download import SourceNotFound, download, download_many, download_staged
+from bert.download.fetch import download
+from bert.download.staging import download_many, download_staged
+from bert.download.transport import SourceNotFound
 from bert.errors import UserError
 from tests.stage_workspace import write_params
 
@@ -528,9 +530,9 @@ def test_stage_download_weights(server, tmp_path):
 
 
 def test_progress_is_logged_when_no_terminal(server, tmp_path, monkeypatch, caplog):
-    monkeypatch.setattr("bert.corpus.download.LOG_EVERY_SECONDS", 0.0)
+    monkeypatch.setattr("bert.download.transport.LOG_EVERY_SECONDS", 0.0)
     server.files["/data.bin"] = PAYLOAD
-    with caplog.at_level("INFO", logger="bert.corpus.download"):
+    with caplog.at_level("INFO", logger="bert.download"):
         download(f"{server.url}/data.bin", tmp_path / "data.bin", **FAST)
     assert any(f"of {len(PAYLOAD) / 1024:.1f} KiB (" in message for message in caplog.messages), (
         caplog.messages
@@ -543,13 +545,13 @@ def test_progress_is_logged_when_no_terminal(server, tmp_path, monkeypatch, capl
 def test_a_trickling_server_is_cut_off_with_progress_lines(server, tmp_path, monkeypatch, caplog):
     # 1 byte per 0.05 s is 20 B/s; the minimum here is 1000 B per 0.3 s. Each attempt ends after
     # about 0.3 s, with a progress line on the way; the error names the URL, the rate and the fix.
-    monkeypatch.setattr("bert.corpus.download.MIN_BYTES_PER_WINDOW", 1000)
-    monkeypatch.setattr("bert.corpus.download.RATE_WINDOW_SECONDS", 0.3)
-    monkeypatch.setattr("bert.corpus.download.LOG_EVERY_SECONDS", 0.1)
+    monkeypatch.setattr("bert.download.transport.MIN_BYTES_PER_WINDOW", 1000)
+    monkeypatch.setattr("bert.download.transport.RATE_WINDOW_SECONDS", 0.3)
+    monkeypatch.setattr("bert.download.transport.LOG_EVERY_SECONDS", 0.1)
     server.files["/slow.bin"] = PAYLOAD
     server.faults.update(trickle_every=0.05)
     started = time.monotonic()
-    with caplog.at_level("INFO", logger="bert.corpus.download"), pytest.raises(UserError) as error:
+    with caplog.at_level("INFO", logger="bert.download"), pytest.raises(UserError) as error:
         download(f"{server.url}/slow.bin", tmp_path / "slow.bin", retries=1, backoff=0.01, timeout=5)
     assert time.monotonic() - started < 5
     message = str(error.value)
@@ -559,6 +561,8 @@ def test_a_trickling_server_is_cut_off_with_progress_lines(server, tmp_path, mon
     )
     assert "download the file by hand and give its local path" in message and "\n" not in message
     assert len(server.requests) == 2 and server.requests[1][1].startswith("bytes=")  # it resumed
-    assert "B kept in" in message and "run again to resume" in message
+    assert (
+        "B kept for the next run" in message and ".part" not in message and "run again to resume" in message
+    )
     progress = [m for m in caplog.messages if m.startswith("slow.bin: ") and "B/s" in m]
     assert progress, caplog.messages
