@@ -16,6 +16,7 @@ from tokenizers.models import WordPiece
 from bert.atomic import atomic_folder
 from bert.download.fetch import download
 from bert.errors import UserError
+from bert.inputs import read_json, read_text
 
 SPECIAL_TOKENS = ("[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]")
 
@@ -27,6 +28,7 @@ def load_tokenizer(vocab_file: str | Path, lower_case: bool = True) -> Tokenizer
     vocab_file = Path(vocab_file)
     if not vocab_file.is_file():
         raise UserError(f"{vocab_file}: vocabulary file not found (run the `vocab` stage, or fix the path)")
+    read_text(vocab_file)  # UTF-8 and not an HTML page, or one line saying where it is not
     tokenizer = Tokenizer(
         WordPiece.from_file(str(vocab_file), unk_token="[UNK]", max_input_chars_per_word=100)
     )
@@ -58,10 +60,10 @@ def load_tokenizer_from_dir(directory: str | Path, default_lower_case: bool = Tr
     lower_case = default_lower_case
     config = directory / "tokenizer_config.json"
     if config.is_file():
-        try:
-            lower_case = bool(json.loads(config.read_text(encoding="utf-8")).get("do_lower_case", True))
-        except (json.JSONDecodeError, UnicodeDecodeError, AttributeError) as error:
-            raise UserError(f"{config}: not a JSON object ({error})") from None
+        values = read_json(config)
+        if not isinstance(values, dict):
+            raise UserError(f"{config}: not a JSON object of tokenizer settings")
+        lower_case = bool(values.get("do_lower_case", True))
     return load_tokenizer(directory / "vocab.txt", lower_case), lower_case
 
 
@@ -223,19 +225,25 @@ def prepare_vocab(
     renamed into place (bert.atomic)."""
     with atomic_folder(output_dir) as building:
         vocab_file = building / "vocab.txt"
+        origin = "the trained vocabulary"
         if source == "train":
             if sentences is None:
                 raise ValueError("vocab source `train` needs sentences")
             save_vocab(train_wordpiece(sentences, vocab_size, min_frequency, lower_case), vocab_file)
         elif source == "google":
             download(url, vocab_file, checksum)
+            origin = url
         elif source.startswith("file:"):
             given = Path(source[len("file:") :])
             if not given.is_file():
                 raise UserError(f"{given}: vocabulary file not found (vocab.source: {source})")
             shutil.copyfile(given, vocab_file)
+            origin = str(given)
         else:
             raise UserError(f"vocab.source is {source!r}; allowed: train, google, file:<path>")
-        load_tokenizer(vocab_file, lower_case)  # fails with a clear message if it is not a BERT vocab
+        try:  # a clear message if it is not a BERT vocab, naming the source, not the folder being built
+            load_tokenizer(vocab_file, lower_case)
+        except UserError as error:
+            raise UserError(str(error).replace(str(vocab_file), origin)) from None
         (building / "tokenizer_config.json").write_text(json.dumps({"do_lower_case": lower_case}) + "\n")
     return Path(output_dir) / "vocab.txt"

@@ -9,11 +9,11 @@ line, not hours later. Downloads resume as the corpora's do (bert.download).
 
 import argparse
 import logging
-import zipfile
 from pathlib import Path
 
 from bert.download.staging import Staging, staged
-from bert.errors import UserError, run_main
+from bert.errors import run_main
+from bert.inputs import read_zip_members
 from bert.tasks.data import find_split_files, read_split, task_named
 from stages.params import load_params
 
@@ -34,7 +34,7 @@ def main() -> None:
                 unpack(path, staging, task.splits.values())
         found = find_split_files(task, staging.folder)
         for split, path in found.items():
-            examples = read_split(task, path)
+            examples = read_split(task, path, source=staging.origin(path))
             log.info("%s %s: %d examples (%s)", task.title, split, len(examples), staging.origin(path))
         staging.publish({task.splits[split]: path for split, path in found.items()})
 
@@ -42,17 +42,12 @@ def main() -> None:
 def unpack(archive: Path, staging: Staging, names) -> None:
     """The task's files from a GLUE zip (CoLA.zip holds CoLA/train.tsv, ...), nothing else, each
     unpacked into the staging folder and named in messages as `<zip source>:<member>`."""
-    try:
-        with zipfile.ZipFile(archive) as zipped:
-            for member in zipped.infolist():
-                name = Path(member.filename).name
-                if name in names and not member.is_dir():
-                    target = staging.folder / "unpacked" / Path(member.filename).parent.name / name
-                    target.parent.mkdir(parents=True, exist_ok=True)
-                    target.write_bytes(zipped.read(member))
-                    staging.came_from(target, f"{staging.origin(archive)}:{member.filename}")
-    except zipfile.BadZipFile as error:
-        raise UserError(f"{archive}: not a valid zip file ({error}); download it again") from None
+    source = staging.origin(archive)
+    for member, data in read_zip_members(archive, lambda name: Path(name).name in names, source):
+        target = staging.folder / "unpacked" / Path(member).parent.name / Path(member).name
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_bytes(data)
+        staging.came_from(target, f"{source}:{member}")
 
 
 if __name__ == "__main__":

@@ -1,5 +1,6 @@
 """bert.download and the download stages, against an HTTP server on 127.0.0.1 started here."""
 
+import bz2
 import hashlib
 import http.server
 import json
@@ -13,11 +14,15 @@ import time
 from pathlib import Path
 
 import pytest
+import torch
+from safetensors.torch import load_file
 
 from bert.download.fetch import download
 from bert.download.staging import download_many, download_staged
 from bert.download.transport import SourceNotFound
 from bert.errors import UserError
+from bert.modeling import BertConfig, BertForPreTraining
+from tests.shard_fixtures import VOCAB, write_vocab
 from tests.stage_workspace import write_params
 
 REPO = Path(__file__).resolve().parents[1]
@@ -352,9 +357,10 @@ def run_stage(folder: Path, *args: str) -> subprocess.CompletedProcess:
 
 
 def test_stage_download_publishes_the_folder(server, tmp_path):
-    server.files["/dumps/enwiki-20250201-pages-articles.xml.bz2"] = PAYLOAD
+    dump = bz2.compress(PAYLOAD)  # a .bz2 must begin as one (bert.inputs.check_content)
+    server.files["/dumps/enwiki-20250201-pages-articles.xml.bz2"] = dump
     server.files["/dumps/enwiki-20250201-sha1sums.txt"] = (
-        f"{hashlib.sha1(PAYLOAD).hexdigest()}  enwiki-20250201-pages-articles.xml.bz2\n".encode()
+        f"{hashlib.sha1(dump).hexdigest()}  enwiki-20250201-pages-articles.xml.bz2\n".encode()
     )
     source = f"{server.url}/dumps/enwiki-20250201-pages-articles.xml.bz2"
     write_params(
@@ -364,31 +370,31 @@ def test_stage_download_publishes_the_folder(server, tmp_path):
     result = run_stage(tmp_path, "stages.download", "wikipedia")
     assert result.returncode == 0, result.stderr
     assert leftovers(tmp_path / "data" / "raw") == ["wikipedia"]
-    assert (tmp_path / "data/raw/wikipedia/enwiki-20250201-pages-articles.xml.bz2").read_bytes() == PAYLOAD
+    assert (tmp_path / "data/raw/wikipedia/enwiki-20250201-pages-articles.xml.bz2").read_bytes() == dump
 
 
 def test_stage_download_404_is_one_error_line(server, tmp_path):
-    server.files["/ok.parquet"] = PAYLOAD
-    sources = [f"{server.url}/ok.parquet", f"{server.url}/missing.parquet"]
+    server.files["/ok.dat"] = PAYLOAD
+    sources = [f"{server.url}/ok.dat", f"{server.url}/missing.dat"]
     write_params(tmp_path, {"corpora.wikipedia": {"kind": "wikipedia", "sources": sources, "checksums": []}})
     result = run_stage(tmp_path, "stages.download", "wikipedia")
     assert result.returncode == 1
     assert "Traceback" not in result.stderr
     errors = [line for line in result.stderr.splitlines() if line.startswith("error:")]
     assert errors == [
-        f"error: {server.url}/missing.parquet: HTTP 404 Not Found; the file is not there — check the URL"
+        f"error: {server.url}/missing.dat: HTTP 404 Not Found; the file is not there — check the URL"
     ]
     assert not (tmp_path / "data/raw/wikipedia").exists()
     # The finished file waits in the staging folder; once the server has the file, only it is fetched
     # (the finished one is only revalidated: 304 Not Modified).
-    assert (tmp_path / "data/raw/.partial/wikipedia/ok.parquet").exists()
-    server.files["/missing.parquet"] = b"now here"
+    assert (tmp_path / "data/raw/.partial/wikipedia/ok.dat").exists()
+    server.files["/missing.dat"] = b"now here"
     server.requests.clear()
     result = run_stage(tmp_path, "stages.download", "wikipedia")
     assert result.returncode == 0, result.stderr
-    assert server.requests == [("/ok.parquet", None), ("/missing.parquet", None)]
-    assert server.not_modified == ["/ok.parquet"]
-    assert leftovers(tmp_path / "data/raw/wikipedia") == ["missing.parquet", "ok.parquet"]
+    assert server.requests == [("/ok.dat", None), ("/missing.dat", None)]
+    assert server.not_modified == ["/ok.dat"]
+    assert leftovers(tmp_path / "data/raw/wikipedia") == ["missing.dat", "ok.dat"]
     assert leftovers(tmp_path / "data/raw") == ["wikipedia"]
 
 
@@ -495,13 +501,23 @@ def test_stage_download_squad(tmp_path):
     )  # old output intact
 
 
+def tiny_hf_folder(folder: Path) -> Path:
+    """A tiny BERT in Hugging Face format as Google's releases are: config.json, vocab.txt and
+    pytorch_model.bin (no model.safetensors, no tokenizer_config.json)."""
+    torch.manual_seed(0)
+    config = BertConfig(vocab_size=len(VOCAB), hidden_size=16, num_hidden_layers=1, num_attention_heads=2,
+                        intermediate_size=32, max_position_embeddings=32)  # fmt: skip
+    BertForPreTraining(config).save_pretrained(folder, vocab_file=write_vocab(folder.parent / "vocab.txt"))
+    torch.save(load_file(folder / "model.safetensors"), folder / "pytorch_model.bin")
+    (folder / "model.safetensors").unlink()
+    (folder / "tokenizer_config.json").unlink()
+    return folder
+
+
 def test_stage_download_weights(server, tmp_path):
-    for name in (
-        "config.json",
-        "vocab.txt",
-        "pytorch_model.bin",
-    ):  # no model.safetensors, no tokenizer_config
-        server.files[f"/bert/{name}"] = name.encode()
+    model = tiny_hf_folder(tmp_path / "model")
+    for path in model.iterdir():
+        server.files[f"/bert/{path.name}"] = path.read_bytes()
     weights = {"google-tiny": f"{server.url}/bert", "other": f"{server.url}/nowhere"}
     write_params(tmp_path, {"weights": weights, "finetune.init": "google-tiny"})
     result = run_stage(tmp_path, "stages.download_weights", "google-tiny")
@@ -511,7 +527,9 @@ def test_stage_download_weights(server, tmp_path):
         "pytorch_model.bin",
         "vocab.txt",
     ]
-    assert (tmp_path / "data/weights/google-tiny/pytorch_model.bin").read_bytes() == b"pytorch_model.bin"
+    assert (tmp_path / "data/weights/google-tiny/pytorch_model.bin").read_bytes() == server.files[
+        "/bert/pytorch_model.bin"
+    ]
     # an entry finetune.init does not name is not fetched (its URL here would fail)
     result = run_stage(tmp_path, "stages.download_weights", "other")
     assert result.returncode == 0, result.stderr

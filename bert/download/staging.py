@@ -29,6 +29,7 @@ from bert.download.transport import (
     unchanged_on_server,
 )
 from bert.errors import UserError
+from bert.inputs import check_content
 
 log = logging.getLogger(__name__)
 
@@ -126,10 +127,13 @@ class Staging:
         self.origins: dict[Path, str] = {}
 
     def fetch(self, source: str, name: str, checksum: str | None = None) -> Path:
-        """`source` as `name` in the staging folder (download_staged)."""
+        """`source` as `name` in the staging folder (download_staged), checked to be what its name
+        says (not an HTML page in place of a zip, JSON or weights file: bert.inputs.check_content)."""
         target = self.folder / name
         self.origins[target] = str(source)
-        return download_staged(source, target, checksum)
+        download_staged(source, target, checksum)
+        self._check_content(target)
+        return target
 
     def fetch_many(
         self, sources: Sequence[str], checksums: Sequence[str | None] | None = None, into: str = ""
@@ -170,6 +174,13 @@ class Staging:
         (publish), and delete the staging folder."""
         publish(files, self.out_dir)
         remove_staging(self.folder)
+
+    def _check_content(self, target: Path) -> None:
+        try:
+            check_content(target, self.origins[target])
+        except UserError:
+            self.discard(target)  # the re-run fetches it again rather than reuse the bad copy
+            raise
 
 
 @contextmanager
