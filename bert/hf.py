@@ -18,7 +18,7 @@ from safetensors.torch import load_file, save_file
 
 from bert.atomic import atomic_folder
 from bert.errors import UserError
-from bert.inputs import read_json
+from bert.inputs import check_content, read_json, shown
 from bert.modeling import (
     BertConfig,
     BertForMultipleChoice,
@@ -142,7 +142,15 @@ def _read_weight_file(path: Path) -> dict[str, torch.Tensor]:
             return load_file(path)
         return torch.load(path, map_location="cpu", weights_only=True)
     except Exception as error:  # safetensors and pickle raise many types for a damaged file
-        raise UserError(f"{path}: cannot read the weights ({error}); is the file complete?") from None
+        raise _unreadable(path, error) from None
+
+
+def _unreadable(path: Path, error: Exception) -> UserError:
+    """One line for weights that do not load: an HTML page in their place says so; otherwise the
+    first line of the library's message (torch's runs to a paragraph)."""
+    check_content(path)
+    first = (str(error).strip().splitlines() or [type(error).__name__])[0]
+    return UserError(f"{path}: cannot read the weights ({shown(first, 160)}); is the file complete?")
 
 
 def _weight_files(directory: Path) -> list[Path]:
@@ -166,8 +174,10 @@ def read_weight_index(path: Path) -> dict[str, str]:
     ):
         raise UserError(f"{path}: no 'weight_map' of tensor names to shard files; download the index again")
     for shard in sorted(set(weight_map.values())):
-        if Path(shard).name != shard or not (path.parent / shard).is_file():
-            raise UserError(f"{path}: lists the shard {shard!r}, which is not a file beside it; fetch it too")
+        if Path(shard).name != shard or len(shard.encode()) > 255 or not (path.parent / shard).is_file():
+            raise UserError(
+                f"{path}: lists the shard {shown(shard)}, which is not a file beside it; fetch it too"
+            )
     return weight_map
 
 
@@ -188,8 +198,8 @@ def _tensor_shapes(path: Path) -> dict[str, tuple[int, ...]]:
                 return {name: tuple(file.get_slice(name).get_shape()) for name in file.keys()}  # noqa: SIM118 (not iterable)
         state = torch.load(path, map_location="cpu", weights_only=True, mmap=zipfile.is_zipfile(path))
         return {name: tuple(tensor.shape) for name, tensor in state.items()}
-    except Exception as error:  # as in _read_weight_file
-        raise UserError(f"{path}: cannot read the weights ({error}); is the file complete?") from None
+    except Exception as error:  # safetensors and pickle raise many types for a damaged file
+        raise _unreadable(path, error) from None
 
 
 def check_pretrained(directory: str | Path) -> BertConfig:

@@ -30,6 +30,12 @@ MAGIC = {
 }
 
 
+def shown(value, limit: int = 60) -> str:
+    """A value from a user's file for a message: repr'd, and cut if long (a runaway field)."""
+    text = repr(value)
+    return text if len(text) <= limit else f"{text[: limit - 20]}...{text[-12:]} ({len(text):,} characters)"
+
+
 def decode_text(data: bytes, source: str | Path) -> str:
     """UTF-8 bytes as text (a leading byte-order mark dropped: MRPC's files begin with one), or one
     line naming the first byte that is not UTF-8 by line and column."""
@@ -80,7 +86,8 @@ def parse_json(data: bytes, source: str | Path):
     try:
         return json.loads(text)
     except json.JSONDecodeError as error:
-        cut = " (the file ends there: cut short?)" if error.pos >= len(text.rstrip()) else ""
+        ends = error.pos >= len(text.rstrip()) or error.msg.startswith("Unterminated string")
+        cut = " (the file ends there: cut short?)" if ends else ""
         raise UserError(
             f"{source}: not valid JSON at line {error.lineno}, column {error.colno}: {error.msg}{cut}"
         ) from None

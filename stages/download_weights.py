@@ -51,6 +51,7 @@ def main() -> None:
         return
     base = params.weights[name].rstrip("/")
     with staged(out_dir, {"base": base}) as staging:
+        staging.came_from(staging.folder, base)  # the folder's checks name the weights as written
         fetched = [fetch(base, file, staging) for file in REQUIRED]
         fetched.append(fetch_first(base, WEIGHT_FILES, staging, name))
         for file in OPTIONAL:

@@ -14,15 +14,12 @@ import time
 from pathlib import Path
 
 import pytest
-import torch
-from safetensors.torch import load_file
 
 from bert.download.fetch import download
 from bert.download.staging import download_many, download_staged
 from bert.download.transport import SourceNotFound
 from bert.errors import UserError
-from bert.modeling import BertConfig, BertForPreTraining
-from tests.shard_fixtures import VOCAB, write_vocab
+from tests.shard_fixtures import tiny_hf_folder
 from tests.stage_workspace import write_params
 
 REPO = Path(__file__).resolve().parents[1]
@@ -499,19 +496,6 @@ def test_stage_download_squad(tmp_path):
     assert (
         json.loads((tmp_path / "data/squad/train.json").read_text())["version"] == "1.1"
     )  # old output intact
-
-
-def tiny_hf_folder(folder: Path) -> Path:
-    """A tiny BERT in Hugging Face format as Google's releases are: config.json, vocab.txt and
-    pytorch_model.bin (no model.safetensors, no tokenizer_config.json)."""
-    torch.manual_seed(0)
-    config = BertConfig(vocab_size=len(VOCAB), hidden_size=16, num_hidden_layers=1, num_attention_heads=2,
-                        intermediate_size=32, max_position_embeddings=32)  # fmt: skip
-    BertForPreTraining(config).save_pretrained(folder, vocab_file=write_vocab(folder.parent / "vocab.txt"))
-    torch.save(load_file(folder / "model.safetensors"), folder / "pytorch_model.bin")
-    (folder / "model.safetensors").unlink()
-    (folder / "tokenizer_config.json").unlink()
-    return folder
 
 
 def test_stage_download_weights(server, tmp_path):

@@ -159,14 +159,11 @@ class Staging:
     def as_written(self, message: str) -> str:
         """`message` with every staged path replaced by the source it stands for, and the staging
         folder itself (should a message name it) by the output it is staging."""
-        replacements = [(str(path), origin) for path, origin in self.origins.items()]
-        replacements += [(str(path.resolve()), origin) for path, origin in self.origins.items()]
-        replacements += [
-            (str(self.folder.resolve()), str(self.out_dir)),
-            (str(self.folder), str(self.out_dir)),
-        ]
-        for staged_path, origin in sorted(replacements, key=lambda pair: -len(pair[0])):
-            message = message.replace(staged_path, origin)
+        replacements = {str(self.folder): str(self.out_dir), str(self.folder.resolve()): str(self.out_dir)}
+        for path, origin in self.origins.items():
+            replacements[str(path)] = replacements[str(path.resolve())] = origin
+        for staged_path in sorted(replacements, key=len, reverse=True):
+            message = message.replace(staged_path, replacements[staged_path])
         return message
 
     def publish(self, files: Mapping[str, Path]) -> None:
