@@ -8,12 +8,13 @@ STAMP := $(VENV)/.installed
 export PATH := $(abspath $(BIN)):$(PATH)
 export VIRTUAL_ENV := $(abspath $(VENV))
 
-.PHONY: demo test test-fast lint sample clean-demo help
+.PHONY: demo test test-fast fuzz lint sample clean-demo help
 
 help:
 	@echo "make demo       set up .venv, run the whole DVC pipeline on the bundled sample world (CPU, minutes)"
 	@echo "make test       set up .venv with test extras, lint, run the test suite (slow tests included)"
 	@echo "make test-fast  the test suite without the slow end-to-end tests"
+	@echo "make fuzz       the input-boundary fuzz tests, long profile (thousands of mutated files per door)"
 	@echo "make sample     regenerate the bundled sample world in data/sample (deterministic)"
 
 $(STAMP): requirements.txt requirements-test.txt pyproject.toml
@@ -33,6 +34,11 @@ PYTEST := $(BIN)/python -m pytest -q -n 2 --dist loadfile --durations=20
 
 test: $(STAMP) lint
 	$(PYTEST)
+
+# The input-boundary fuzz tests with the long hypothesis profile (thousands of mutated files per
+# door, random): for hardening the readers; make test runs the quick profile.
+fuzz: $(STAMP)
+	BERT_FUZZ=long $(BIN)/python -m pytest -q -n 2 tests/test_fuzz_inputs.py
 
 test-fast: $(STAMP) lint
 	$(PYTEST) -m "not slow"

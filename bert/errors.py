@@ -29,14 +29,23 @@ def is_disk_full(error: BaseException) -> bool:
 
 
 def run_main(main: Callable[[], object], log_level: int = logging.INFO) -> None:
-    """Run a command's main(): a UserError or a full disk becomes one line on stderr and exit
-    status 1, Ctrl-C exit status 130; anything else is a bug and keeps its traceback."""
+    """Run a command's main(): a UserError, a full disk or a folder it may not write becomes one
+    line on stderr and exit status 1, Ctrl-C exit status 130; anything else is a bug and keeps its traceback."""
     logging.basicConfig(level=log_level, format="%(asctime)s %(name)s: %(message)s", datefmt="%H:%M:%S")
     _stop_on_preemption_signals()
     try:
         main()
     except UserError as error:
         print(f"error: {error}", file=sys.stderr)
+        sys.exit(1)
+    except PermissionError as error:  # a read-only data/ folder, or a file owned by another user
+        # The folder, not the file: that is usually a temporary name (bert.atomic) the user never wrote.
+        folder = os.path.dirname(error.filename or "") or "."
+        print(
+            f"error: {folder}: permission denied; make the folder writable for you (chmod u+rwx {folder}) "
+            "or run as its owner, then run again",
+            file=sys.stderr,
+        )
         sys.exit(1)
     except Exception as error:
         if not is_disk_full(error):

@@ -9,13 +9,16 @@ for a tokenizer, `vocab.txt` + `tokenizer_config.json`. Our modules are named fo
 import json
 import logging
 import shutil
+import zipfile
 from pathlib import Path
 
 import torch
+from safetensors import safe_open
 from safetensors.torch import load_file, save_file
 
 from bert.atomic import atomic_folder
 from bert.errors import UserError
+from bert.inputs import check_content, read_json, shown
 from bert.modeling import (
     BertConfig,
     BertForMultipleChoice,
@@ -139,22 +142,99 @@ def _read_weight_file(path: Path) -> dict[str, torch.Tensor]:
             return load_file(path)
         return torch.load(path, map_location="cpu", weights_only=True)
     except Exception as error:  # safetensors and pickle raise many types for a damaged file
-        raise UserError(f"{path}: cannot read the weights ({error}); is the file complete?") from None
+        raise _unreadable(path, error) from None
+
+
+def _unreadable(path: Path, error: Exception) -> UserError:
+    """One line for weights that do not load: an HTML page in their place says so; otherwise the
+    first line of the library's message (torch's runs to a paragraph)."""
+    check_content(path)
+    first = (str(error).strip().splitlines() or [type(error).__name__])[0]
+    return UserError(f"{path}: cannot read the weights ({shown(first, 160)}); is the file complete?")
+
+
+def _weight_files(directory: Path) -> list[Path]:
+    """The file(s) holding a HF directory's tensors: one weight file, or the shards its index lists."""
+    for name in WEIGHT_FILES:
+        if (directory / name).is_file():
+            return [directory / name]
+    for name in INDEX_FILES:
+        if (directory / name).is_file():
+            return [directory / shard for shard in sorted(set(read_weight_index(directory / name).values()))]
+    raise UserError(f"{directory}: no {' or '.join(WEIGHT_FILES)} (not a Hugging Face model directory)")
+
+
+def read_weight_index(path: Path) -> dict[str, str]:
+    """A sharded checkpoint's index (model.safetensors.index.json): {tensor name: shard file},
+    every shard a file beside the index."""
+    index = read_json(path)
+    weight_map = index.get("weight_map") if isinstance(index, dict) else None
+    if not isinstance(weight_map, dict) or not all(
+        isinstance(name, str) and isinstance(shard, str) for name, shard in weight_map.items()
+    ):
+        raise UserError(f"{path}: no 'weight_map' of tensor names to shard files; download the index again")
+    for shard in sorted(set(weight_map.values())):
+        if Path(shard).name != shard or len(shard.encode()) > 255 or not (path.parent / shard).is_file():
+            raise UserError(
+                f"{path}: lists the shard {shown(shard)}, which is not a file beside it; fetch it too"
+            )
+    return weight_map
 
 
 def read_hf_weights(directory: Path) -> dict[str, torch.Tensor]:
     """All tensors of a HF directory: a single weight file, or the shards listed by an index."""
-    for name in WEIGHT_FILES:
-        if (directory / name).is_file():
-            return _read_weight_file(directory / name)
-    for name in INDEX_FILES:
-        if (directory / name).is_file():
-            weight_map = json.loads((directory / name).read_text())["weight_map"]
-            state = {}
-            for shard in sorted(set(weight_map.values())):
-                state.update(_read_weight_file(directory / shard))
-            return state
-    raise UserError(f"{directory}: no {' or '.join(WEIGHT_FILES)} (not a Hugging Face model directory)")
+    state = {}
+    for path in _weight_files(directory):
+        state.update(_read_weight_file(path))
+    return state
+
+
+def _tensor_shapes(path: Path) -> dict[str, tuple[int, ...]]:
+    """Names and shapes of a weight file's tensors, without reading their data where the format
+    allows it (safetensors; a zip-format .bin is memory-mapped)."""
+    try:
+        if path.suffix == ".safetensors":
+            with safe_open(path, framework="pt") as file:
+                return {name: tuple(file.get_slice(name).get_shape()) for name in file.keys()}  # noqa: SIM118 (not iterable)
+        state = torch.load(path, map_location="cpu", weights_only=True, mmap=zipfile.is_zipfile(path))
+        return {name: tuple(tensor.shape) for name, tensor in state.items()}
+    except Exception as error:  # safetensors and pickle raise many types for a damaged file
+        raise _unreadable(path, error) from None
+
+
+def check_pretrained(directory: str | Path) -> BertConfig:
+    """That a HF BERT directory will load: config.json valid (BertConfig), and every encoder
+    tensor present with the shape config.json gives it (pooler and heads, which a model may start
+    fresh, only checked when there). Reads tensor names and shapes, not the weights; for
+    download_weights, before it publishes the folder."""
+    directory = Path(directory)
+    config = BertConfig.from_json_file(directory / "config.json")
+    shapes: dict[str, tuple[int, ...]] = {}
+    for path in _weight_files(directory):
+        shapes.update(_tensor_shapes(path))
+    shapes = _normalise_hf_keys(shapes, with_prefix=False)
+    with torch.device("meta"):  # shapes only: no memory for BERT-large's weights
+        expected = BertModel(config).state_dict()
+    for mine, theirs in _encoder_names(config, "", "") + _pooler_names("", ""):
+        missing = [name for name in theirs if name not in shapes]
+        if missing and mine.startswith("pooler."):
+            continue  # a model without a pooler (a SQuAD head) gets a fresh one
+        if missing:
+            raise UserError(
+                f"{directory}: the weights have no tensor {missing[0]!r}, which config.json "
+                f"({config.num_hidden_layers} layers) needs; the weights and config.json do not belong together"
+            )
+        # Our fused QKV is HF's query, key and value stacked along the first dimension.
+        want = tuple(expected[mine].shape)
+        part = (want[0] // len(theirs), *want[1:])
+        wrong = next((name for name in theirs if shapes[name] != part), None)
+        if wrong:
+            raise UserError(
+                f"{directory}: the tensor {wrong!r} has shape {list(shapes[wrong])}, but config.json "
+                f"(hidden_size {config.hidden_size}, intermediate_size {config.intermediate_size}, vocab_size "
+                f"{config.vocab_size}, ...) makes it {list(part)}; the weights and config.json do not belong together"
+            )
+    return config
 
 
 def _num_labels(directory: Path, hf_state: dict[str, torch.Tensor], asked: int | None) -> int:
@@ -163,7 +243,7 @@ def _num_labels(directory: Path, hf_state: dict[str, torch.Tensor], asked: int |
     (transformers leaves it out for its default of 2 labels) and its weights must agree, with each
     other and with `asked` when given. A folder without one (a pretrained encoder) gets a fresh
     head of `asked` labels; an id2label there describes no weights and gives way, with a warning."""
-    values = json.loads((directory / "config.json").read_text())  # from_json_file checked it
+    values = read_json(directory / "config.json")  # an object: from_json_file checked it
     id2label = values.get("id2label")
     in_config = len(id2label) if isinstance(id2label, dict) else None
     classifier = hf_state.get("classifier.weight")
@@ -210,9 +290,9 @@ def _check_head_kind(directory: Path, cls, hf_state: dict[str, torch.Tensor]) ->
     """A classifier fine-tuned for one kind of task is not a start for the other: a multiple-choice
     head (one score per choice) would load as a one-output regression, and a sequence classifier
     as a multiple-choice head of the wrong size. config.json's architectures tells them apart."""
-    values = json.loads((directory / "config.json").read_text())
+    architectures = read_json(directory / "config.json").get("architectures")
     heads = {BertForSequenceClassification.__name__, BertForMultipleChoice.__name__}
-    made_as = [name for name in values.get("architectures") or [] if name in heads]
+    made_as = [name for name in architectures if name in heads] if isinstance(architectures, list) else []
     if "classifier.weight" in hf_state and made_as and cls.__name__ in heads and cls.__name__ not in made_as:
         raise UserError(
             f"{directory}: a {made_as[0]} (config.json's architectures), not a {cls.__name__}; "

@@ -21,6 +21,8 @@ so `from_pretrained` / `save_pretrained` read and write Hugging Face BERT direct
 
 import json
 import logging
+import math
+import numbers
 from dataclasses import asdict, dataclass, fields
 from functools import cached_property, partial
 from pathlib import Path
@@ -30,6 +32,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from bert.errors import UserError
+from bert.inputs import read_json
 from bert.model_presets import PRESETS, config_file
 
 log = logging.getLogger(__name__)
@@ -40,6 +43,34 @@ ACTIVATIONS = {
     "gelu_pytorch_tanh": partial(F.gelu, approximate="tanh"),
     "relu": F.relu,
 }
+
+
+POSITIVE_INTS = (
+    "vocab_size",
+    "hidden_size",
+    "num_hidden_layers",
+    "num_attention_heads",
+    "intermediate_size",
+    "max_position_embeddings",
+    "type_vocab_size",
+)
+PROBABILITIES = ("hidden_dropout_prob", "attention_probs_dropout_prob", "classifier_dropout")
+
+
+def _is_int(value) -> bool:
+    return isinstance(value, numbers.Integral) and not isinstance(value, bool)
+
+
+def _shown(value) -> str:
+    """A value as config.json spells it."""
+    try:
+        return json.dumps(value)
+    except (TypeError, ValueError):
+        return repr(value)
+
+
+def _is_number(value) -> bool:
+    return isinstance(value, numbers.Real) and not isinstance(value, bool) and math.isfinite(value)
 
 
 @dataclass
@@ -62,6 +93,29 @@ class BertConfig:
     classifier_dropout: float | None = None  # the task heads' dropout; None: hidden_dropout_prob
 
     def __post_init__(self):
+        """The one check of a BERT configuration, whichever way it came (a preset, `model.size`'s
+        config.json, a weights or fine-tuned folder, export): types first (JSON's "16" and null
+        are not numbers), then ranges."""
+        for name in POSITIVE_INTS:
+            value = getattr(self, name)
+            if not _is_int(value) or value < 1:
+                raise UserError(f"{name} is {_shown(value)}; it must be a whole number >= 1")
+        if not _is_int(self.pad_token_id) or not 0 <= self.pad_token_id < self.vocab_size:
+            raise UserError(
+                f"pad_token_id is {_shown(self.pad_token_id)}; it must be a token id in [0, vocab_size)"
+            )
+        for name in PROBABILITIES:
+            value = getattr(self, name)
+            if name == "classifier_dropout" and value is None:
+                continue
+            if not _is_number(value) or not 0 <= value < 1:
+                raise UserError(f"{name} is {_shown(value)}; it must be a probability in [0, 1)")
+        for name in ("initializer_range", "layer_norm_eps"):
+            value = getattr(self, name)
+            if not _is_number(value) or not 0 < value < 1:
+                raise UserError(f"{name} is {_shown(value)}; it must be a number in (0, 1)")
+        if not isinstance(self.hidden_act, str):
+            raise UserError(f"hidden_act is {_shown(self.hidden_act)}; it must be the name of an activation")
         if self.hidden_size % self.num_attention_heads:
             raise UserError(
                 f"hidden_size {self.hidden_size} is not a multiple of num_attention_heads {self.num_attention_heads}"
@@ -81,12 +135,9 @@ class BertConfig:
     def from_json_file(cls, path: str | Path) -> "BertConfig":
         """Read a Hugging Face BERT `config.json`; keys that BERT does not use are ignored."""
         path = Path(path)
-        try:
-            values = json.loads(path.read_text())
-        except FileNotFoundError:
-            raise UserError(f"{path}: model config not found") from None
-        except (json.JSONDecodeError, UnicodeDecodeError) as error:
-            raise UserError(f"{path}: not a JSON file ({error})") from None
+        if not path.is_file():
+            raise UserError(f"{path}: model config not found")
+        values = read_json(path)
         if not isinstance(values, dict):
             raise UserError(f"{path}: expected a JSON object of BERT hyper-parameters")
         if values.get("model_type", "bert") != "bert":

@@ -4,7 +4,6 @@ One function builds the tokenizer every part of the project uses (example creati
 features, prediction), so a vocabulary always means the same ids everywhere.
 """
 
-import json
 from pathlib import Path
 
 import numpy as np
@@ -12,6 +11,7 @@ from tokenizers import Tokenizer, decoders, normalizers, pre_tokenizers, process
 from tokenizers.models import WordPiece
 
 from bert.errors import UserError
+from bert.inputs import read_json, read_text
 
 SPECIAL_TOKENS = ("[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]")
 
@@ -23,6 +23,7 @@ def load_tokenizer(vocab_file: str | Path, lower_case: bool = True) -> Tokenizer
     vocab_file = Path(vocab_file)
     if not vocab_file.is_file():
         raise UserError(f"{vocab_file}: vocabulary file not found (run the `vocab` stage, or fix the path)")
+    read_text(vocab_file)  # UTF-8 and not an HTML page, or one line saying where it is not
     tokenizer = Tokenizer(
         WordPiece.from_file(str(vocab_file), unk_token="[UNK]", max_input_chars_per_word=100)
     )
@@ -54,10 +55,10 @@ def load_tokenizer_from_dir(directory: str | Path, default_lower_case: bool = Tr
     lower_case = default_lower_case
     config = directory / "tokenizer_config.json"
     if config.is_file():
-        try:
-            lower_case = bool(json.loads(config.read_text(encoding="utf-8")).get("do_lower_case", True))
-        except (json.JSONDecodeError, UnicodeDecodeError, AttributeError) as error:
-            raise UserError(f"{config}: not a JSON object ({error})") from None
+        values = read_json(config)
+        if not isinstance(values, dict):
+            raise UserError(f"{config}: not a JSON object of tokenizer settings")
+        lower_case = bool(values.get("do_lower_case", True))
     return load_tokenizer(directory / "vocab.txt", lower_case), lower_case
 
 

@@ -11,7 +11,7 @@ from pathlib import Path
 from tokenizers import trainers
 
 from bert.atomic import atomic_folder
-from bert.corpus.download import download
+from bert.download.fetch import download
 from bert.errors import UserError
 from bert.tokenization import SPECIAL_TOKENS, load_tokenizer, tokenizer_without_vocab
 
@@ -72,6 +72,7 @@ def prepare_vocab(
     renamed into place (bert.atomic)."""
     with atomic_folder(output_dir) as building:
         vocab_file = building / "vocab.txt"
+        origin = "the trained vocabulary"
         if source == "train":
             if sentences is None or vocab_size is None or min_frequency is None:
                 raise ValueError("vocab source `train` needs sentences, vocab_size and min_frequency")
@@ -81,13 +82,18 @@ def prepare_vocab(
             save_vocab(tokens, vocab_file)
         elif source == "google":
             download(url, vocab_file, checksum)
+            origin = url
         elif source.startswith("file:"):
             given = Path(source[len("file:") :])
             if not given.is_file():
                 raise UserError(f"{given}: vocabulary file not found (vocab.source: {source})")
             shutil.copyfile(given, vocab_file)
+            origin = str(given)
         else:
             raise UserError(f"vocab.source is {source!r}; allowed: train, google, file:<path>")
-        load_tokenizer(vocab_file, lower_case)  # fails with a clear message if it is not a BERT vocab
+        try:  # a clear message if it is not a BERT vocab, naming the source, not the folder being built
+            load_tokenizer(vocab_file, lower_case)
+        except UserError as error:
+            raise UserError(str(error).replace(str(vocab_file), origin)) from None
         (building / "tokenizer_config.json").write_text(json.dumps({"do_lower_case": lower_case}) + "\n")
     return Path(output_dir) / "vocab.txt"

@@ -8,7 +8,7 @@ data/raw/<corpus> appears, complete, only at the end.
 import argparse
 import logging
 
-from bert.corpus.download import download_many, publish, remove_staging, staging_dir
+from bert.download.staging import staged
 from bert.errors import UserError, run_main
 from stages import layout
 from stages.params import load_params
@@ -26,10 +26,9 @@ def main() -> None:
         raise UserError(f"params.yaml: no `corpora.{corpus}`; corpora: {', '.join(params.corpora)}")
     spec = params.corpora[corpus]
     out_dir = RAW_DIR / corpus
-    staging = staging_dir(out_dir, {"sources": spec.sources, "checksums": spec.checksums})
-    files = download_many(spec.sources, staging, spec.checksums or None)
-    publish({path.name: path for path in files}, out_dir)
-    remove_staging(staging)
+    with staged(out_dir, {"sources": spec.sources, "checksums": spec.checksums}) as staging:
+        files = staging.fetch_many(spec.sources, spec.checksums or None)
+        staging.publish({path.name: path for path in files})
     size = sum(path.stat().st_size for path in out_dir.iterdir())
     log.info("%s: %d file(s), %.1f MiB", out_dir, len(files), size / 2**20)
 

@@ -1,11 +1,10 @@
 """Stage download_squad: fetch SQuAD train/dev of params.squad.version into data/squad/{train,dev}.json."""
 
-import json
 from pathlib import Path
 
-from bert.corpus.download import download_staged, publish, remove_staging, staging_dir
+from bert.download.staging import staged
 from bert.errors import UserError, run_main
-from bert.squad.dataset import dataset_version
+from bert.squad.dataset import dataset_version, examples_from_json, read_json
 from stages import layout
 from stages.params import load_params
 
@@ -17,25 +16,21 @@ def main() -> None:
     version = params.squad.version
     files = params.squad.sources[version]
     sources = {"train.json": files.train, "dev.json": files.dev}
-    staging = staging_dir(OUT_DIR, sources)
-    for name, source in sources.items():
-        target = download_staged(source, staging / name)
-        try:
-            check_version(target, source, version)
-        except UserError:
-            target.unlink()  # so the re-run fetches the fixed file, not this one again
-            raise
-    publish({name: staging / name for name in sources}, OUT_DIR)
-    remove_staging(staging)
+    with staged(OUT_DIR, sources) as staging:
+        for name, source in sources.items():
+            target = staging.fetch(source, name)
+            try:
+                check_version(target, source, version)
+            except UserError:
+                staging.discard(target)  # so the re-run fetches the fixed file, not this one again
+                raise
+        staging.publish({name: staging.folder / name for name in sources})
 
 
 def check_version(path: Path, source: str, version: str) -> None:
-    """Catch a v1.1 file given for v2.0 (or not SQuAD at all) before anything trains on it."""
-    try:
-        with open(path, encoding="utf-8") as file:
-            dataset = json.load(file)
-    except ValueError as error:
-        raise UserError(f"{source}: not a SQuAD JSON file ({error})") from None
+    """Catch a v1.1 file given for v2.0, or not SQuAD at all (wrong types, answers not in their
+    context), before anything trains on it."""
+    dataset = read_json(path, source)
     if not isinstance(dataset, dict):
         raise UserError(f"{source}: not a SQuAD JSON file (a JSON {type(dataset).__name__}, not an object)")
     # Files in the v1.1 format other than SQuAD's own often carry no `version`: their content decides.
@@ -45,6 +40,8 @@ def check_version(path: Path, source: str, version: str) -> None:
             f"{source}: SQuAD version {found!r} in the file, but squad.version is {version!r}; "
             f"point squad.sources.{version} at the {version} files"
         )
+    if dataset.get("data") != []:  # an empty file is the fine-tuning stage's to refuse (no questions)
+        examples_from_json(dataset, source)  # structure, types and answers: one line naming the question
 
 
 if __name__ == "__main__":

@@ -2,7 +2,9 @@
 
 One stage per entry of `weights` in params.yaml (Google's released checkpoints, or any URL or local
 folder in Hugging Face format). Only the entry finetune.init names is fetched; the others hold a
-README.txt saying so, which keeps their DVC output present and the stage instant. Changing
+README.txt saying so, which keeps their DVC output present and the stage instant. Every file is
+checked before the folder is published: config.json, the tensors' names and shapes against it, the
+vocabulary, and that none is an HTML page served in its place. Changing
 finetune.init back to an entry fetched before restores it from DVC's run cache.
 """
 
@@ -11,8 +13,11 @@ import contextlib
 import logging
 from pathlib import Path
 
-from bert.corpus.download import SourceNotFound, download_staged, publish, remove_staging, staging_dir
+from bert.download.staging import Staging, publish, staged
+from bert.download.transport import SourceNotFound
 from bert.errors import UserError, run_main
+from bert.hf import check_pretrained
+from bert.tokenization import load_tokenizer_from_dir
 from stages import layout
 from stages.params import load_params
 
@@ -46,22 +51,35 @@ def main() -> None:
         )
         return
     base = params.weights[name].rstrip("/")
-    staging = staging_dir(out_dir, {"base": base})
-    fetched = [fetch(base, file, staging) for file in REQUIRED]
-    fetched.append(fetch_first(base, WEIGHT_FILES, staging, name))
-    for file in OPTIONAL:
-        with contextlib.suppress(SourceNotFound):  # optional: older repositories lack it
-            fetched.append(fetch(base, file, staging))
-    publish({path.name: path for path in fetched}, out_dir)
-    remove_staging(staging)
+    with staged(out_dir, {"base": base}) as staging:
+        staging.came_from(staging.folder, base)  # the folder's checks name the weights as written
+        fetched = [fetch(base, file, staging) for file in REQUIRED]
+        fetched.append(fetch_first(base, WEIGHT_FILES, staging, name))
+        for file in OPTIONAL:
+            with contextlib.suppress(SourceNotFound):  # optional: older repositories lack it
+                fetched.append(fetch(base, file, staging))
+        check_folder(staging.folder)  # publish nothing that would fail at fine-tuning
+        staging.publish({path.name: path for path in fetched})
     log.info("%s: %s", out_dir, ", ".join(path.name for path in fetched))
 
 
-def fetch(base: str, file: str, staging: Path) -> Path:
-    return download_staged(f"{base}/{file}", staging / file)
+def check_folder(folder: Path) -> None:
+    """config.json valid, every encoder tensor there with the shape it gives, a BERT vocab.txt that
+    fits the embeddings (messages name the URL: the staging context translates the paths)."""
+    config = check_pretrained(folder)
+    tokenizer, _ = load_tokenizer_from_dir(folder)
+    if tokenizer.get_vocab_size() > config.vocab_size:
+        raise UserError(
+            f"{folder / 'vocab.txt'}: {tokenizer.get_vocab_size()} tokens, more than config.json's vocab_size "
+            f"{config.vocab_size}; the vocabulary and the weights do not belong together"
+        )
 
 
-def fetch_first(base: str, files: tuple[str, ...], staging: Path, name: str) -> Path:
+def fetch(base: str, file: str, staging: Staging) -> Path:
+    return staging.fetch(f"{base}/{file}", file)
+
+
+def fetch_first(base: str, files: tuple[str, ...], staging: Staging, name: str) -> Path:
     for file in files:
         try:
             return fetch(base, file, staging)

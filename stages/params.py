@@ -20,8 +20,9 @@ from typing import Annotated, Literal
 
 import yaml
 
-from bert.compute import SCHEDULERS, Compute, is_scheduler_address
+from bert.compute import SCHEDULERS, Compute, is_scheduler_address, scheduler_address_problem
 from bert.errors import UserError
+from bert.inputs import read_yaml
 from bert.model_presets import PRESETS, config_file
 
 PARAMS_FILE = Path("params.yaml")
@@ -341,14 +342,7 @@ def load_params(path: str | Path = PARAMS_FILE) -> Params:
     path = Path(path)
     if not path.is_file():
         raise UserError(f"{path}: not found; run from the repository root (where dvc.yaml is)")
-    with open(path, encoding="utf-8") as file:
-        try:
-            raw = yaml.safe_load(file)
-        except yaml.YAMLError as error:
-            mark = getattr(error, "problem_mark", None)  # PyYAML's own message spans several lines
-            where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
-            problem = getattr(error, "problem", None) or " ".join(str(error).split())
-            raise UserError(f"{path}: not valid YAML{where}: {problem}") from None
+    raw = read_yaml(path)  # UTF-8, valid YAML, no key given twice: one line naming the line otherwise
     if not isinstance(raw, dict):
         raise UserError(f"{path}: expected the params' sections (seed:, corpora:, ...), not {_show(raw)}")
     params = _build(Params, raw, "")
@@ -520,6 +514,9 @@ def _check(params: Params) -> None:
         scheduler in SCHEDULERS or is_scheduler_address(scheduler),
         f"compute.scheduler is {scheduler!r}; allowed: local, dask, or a Dask scheduler's address (tcp://host:8786)",
     )
+    if is_scheduler_address(scheduler):
+        problem = scheduler_address_problem(scheduler)
+        require(problem is None, f"compute.scheduler is {scheduler!r}: {problem}")
     vocab_source = params.vocab.source
     require(
         vocab_source in ("train", "google") or vocab_source.startswith("file:"),

@@ -7,6 +7,8 @@ user would, in the same folder (so whatever the failed run left behind must not 
 and the same command must succeed."""
 
 import json
+import shutil
+import zipfile
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -16,13 +18,23 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 import torch
+from safetensors.torch import load_file
 
 from bert.corpus.documents import DocumentWriter
+from bert.errors import UserError, run_main
+from bert.hf import check_pretrained, read_weight_index
 from bert.modeling import BertConfig, BertForQuestionAnswering
 from tests.corpus.test_multistream import offsets, rewrite_index, small_wiki
 from tests.corpus.test_wikipedia import PAGES, write_dump
-from tests.support.shard_fixtures import VOCAB, write_vocab
-from tests.support.stage_workspace import make_workspace, repo_params, run_stage, set_params, write_params
+from tests.support.shard_fixtures import VOCAB, tiny_hf_folder, write_vocab
+from tests.support.stage_workspace import (
+    REPO,
+    make_workspace,
+    repo_params,
+    run_stage,
+    set_params,
+    write_params,
+)
 
 WIKI_DUMP = "data/raw/wikipedia/dump.xml"
 WIKI_DUMP_BZ2 = "data/raw/wikipedia/dump.xml.bz2"
@@ -309,6 +321,120 @@ def task_source(train: str, dev: str = RTE_GOOD) -> Callable[[Path], None]:
     return build
 
 
+# ---- the input boundary (issue 28): text, archives, downloads, configs, params -----------------
+
+LATIN1 = "0\tAnn was born in Malmö.\tAnn was born.\tentailment\n".encode("latin-1")
+
+
+def raw_params(edit: Callable[[str], str]) -> Callable[[Path], None]:
+    """params.yaml edited as text, as a user's editor would: duplicate keys, other encodings."""
+
+    def build(root: Path) -> None:
+        path = root / "params.yaml"
+        path.write_bytes(edit(path.read_text(encoding="utf-8")).encode("latin-1"))
+
+    return build
+
+
+def write_bytes(path: Path, data: bytes) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_bytes(data)
+
+
+def rewrite_params(root: Path) -> None:
+    """params.yaml rewritten as the tests write it (what a user's fix comes to)."""
+    write_params(root)
+
+
+def task_bytes(train: bytes) -> Callable[[Path], None]:
+    def build(root: Path) -> None:
+        task_source(RTE_GOOD)(root)
+        (root / "sources/RTE/train.tsv").write_bytes(train)
+
+    return build
+
+
+def zip_task(damage: str | None) -> Callable[[Path], None]:
+    """tasks.rte.sources: [sources/RTE.zip], as GLUE publishes it (RTE/train.tsv, RTE/dev.tsv);
+    `damage` "member" flips bytes inside train.tsv's compressed data, "encrypted" marks it
+    password-protected (the general-purpose flag's bit 0, in both headers), "latin1" stores it in
+    Latin-1."""
+
+    def build(root: Path) -> None:
+        (root / "sources").mkdir(exist_ok=True)
+        archive = root / "sources/RTE.zip"
+        body = RTE_GOOD.removeprefix(RTE_HEADER) * 40
+        train = (RTE_HEADER + body).encode() if damage != "latin1" else RTE_HEADER.encode() + LATIN1
+        with zipfile.ZipFile(archive, "w", zipfile.ZIP_DEFLATED) as zipped:
+            zipped.writestr("RTE/train.tsv", train)
+            zipped.writestr("RTE/dev.tsv", RTE_GOOD)
+        data = bytearray(archive.read_bytes())
+        if damage == "member":
+            start = 30 + len("RTE/train.tsv")  # the first member's data follows its local header
+            data[start + 10 : start + 20] = bytes(b ^ 0xFF for b in data[start + 10 : start + 20])
+        elif damage == "encrypted":
+            data[6] |= 1  # local header of the first member
+            central = data.index(b"PK\x01\x02")
+            data[central + 8] |= 1
+        archive.write_bytes(bytes(data))
+        set_params(root, {"tasks.rte.sources": ["sources/RTE.zip"]})
+
+    return build
+
+
+def swag_source(train: bytes) -> Callable[[Path], None]:
+    def build(root: Path) -> None:
+        (root / "sources").mkdir(exist_ok=True)
+        (root / "sources/train.csv").write_bytes(train)
+        (root / "sources/val.csv").write_bytes((REPO / "data/sample/swag/val.csv").read_bytes())
+        set_params(root, {"tasks.swag.sources": ["sources/train.csv", "sources/val.csv"]})
+
+    return build
+
+
+SWAG_TRAIN = (REPO / "data/sample/swag/train.csv").read_bytes()
+HTML_PAGE = (
+    b"<!DOCTYPE html>\n<html><head><title>Sign in</title></head><body>Sign in to continue</body></html>\n"
+)
+
+
+def squad_source_bytes(train: bytes) -> Callable[[Path], None]:
+    def build(root: Path) -> None:
+        squad_source(squad_json([QUESTION]))(root)
+        (root / "sources/train.json").write_bytes(train)
+
+    return build
+
+
+def weights_folder(change: Callable[[Path], None] | None = None) -> Callable[[Path], None]:
+    """weights.tiny: a local Hugging Face folder (tests/shard_fixtures.tiny_hf_folder), then `change`d;
+    finetune.init names it, so download_weights@tiny fetches and checks it."""
+
+    def build(root: Path) -> None:
+        folder = root / "sources/tiny"
+        if folder.exists():
+            shutil.rmtree(folder)
+        folder.parent.mkdir(parents=True, exist_ok=True)
+        tiny_hf_folder(folder)
+        if change:
+            change(folder)
+        set_params(root, {"weights": {"tiny": "sources/tiny"}, "finetune.init": "tiny"})
+
+    return build
+
+
+def config_edit(**values) -> Callable[[Path], None]:
+    def change(folder: Path) -> None:
+        config = json.loads((folder / "config.json").read_text())
+        (folder / "config.json").write_text(json.dumps(config | values))
+
+    return change
+
+
+def html_file(name: str) -> Callable[[Path], None]:
+    return lambda folder: (folder / name).write_bytes(HTML_PAGE)
+
+
 # ---- the catalogue ------------------------------------------------------------------------------
 
 
@@ -330,6 +456,9 @@ SHARD = ("stages.shard", "wikipedia")
 PRETRAIN = ("stages.pretrain", "phase1")
 DOWNLOAD_SQUAD = ("stages.download_squad",)
 DOWNLOAD_RTE = ("stages.download_task", "rte")
+DOWNLOAD_SWAG = ("stages.download_task", "swag")
+DOWNLOAD_TINY = ("stages.download_weights", "tiny")
+VOCAB_STAGE = ("stages.vocab",)
 FINETUNE = ("stages.finetune_squad",)
 PREDICT = ("stages.predict_squad",)
 EVALUATE = ("stages.evaluate_squad",)
@@ -460,7 +589,140 @@ CASES = [
          evaluation_inputs(squad_json([QUESTION, UNANSWERABLE]), {"q1": "1850", "q2": ""}),
          ("data/squad/dev.json", "question q2 has no answers"), "out.json",
          fix=evaluation_inputs(squad_json([QUESTION, UNANSWERABLE], "v2.0"), {"q1": "1850", "q2": ""})),
+    # The input boundary (issue 28): params.yaml as a file, before any work
+    Case("params-not-utf8", DOWNLOAD_RTE, in_turn(task_source(RTE_GOOD), raw_params(lambda text: "# Malmö\n" + text)),
+         ("params.yaml", "not UTF-8", "line 1, column 7", "save the file as UTF-8"), "data/tasks/rte",
+         fix=in_turn(rewrite_params, task_source(RTE_GOOD)), before_work=True),
+    Case("params-duplicate-key", DOWNLOAD_RTE, in_turn(task_source(RTE_GOOD), raw_params(lambda text: text + "seed: 7\n")),
+         ("params.yaml", "the key 'seed' is given twice", "YAML would keep only the last"), "data/tasks/rte",
+         fix=in_turn(rewrite_params, task_source(RTE_GOOD)), before_work=True),
+    Case("params-scheduler-scheme", DOWNLOAD_RTE, in_turn(task_source(RTE_GOOD), param("compute.scheduler", "htp://node1:8786")),
+         ("compute.scheduler", "unknown scheme 'htp://'"), "data/tasks/rte", fix=param("compute.scheduler", "local"),
+         before_work=True),
+    Case("params-scheduler-port", DOWNLOAD_RTE, in_turn(task_source(RTE_GOOD), param("compute.scheduler", "tcp://node1:eighty")),
+         ("compute.scheduler", "the port 'eighty' is not a number"), "data/tasks/rte",
+         fix=param("compute.scheduler", "local"), before_work=True),
+    # Text that is not UTF-8, named as written (a file of a source folder, a zip member), line and column
+    Case("task-tsv-not-utf8", DOWNLOAD_RTE, task_bytes(RTE_HEADER.encode() + LATIN1),
+         ("sources/RTE/train.tsv", "not UTF-8", "line 2, column 23"), "data/tasks/rte", fix=task_source(RTE_GOOD)),
+    Case("task-zip-member-not-utf8", DOWNLOAD_RTE, zip_task("latin1"),
+         ("sources/RTE.zip:RTE/train.tsv", "not UTF-8", "line 2"), "data/tasks/rte", fix=zip_task(None)),
+    Case("swag-csv-not-utf8", DOWNLOAD_SWAG, swag_source(SWAG_TRAIN.decode().encode("cp1252", errors="replace")),
+         ("sources/train.csv", "not UTF-8", "line 2"), "data/tasks/swag", fix=swag_source(SWAG_TRAIN)),
+    Case("squad-json-not-utf8", DOWNLOAD_SQUAD, squad_source_bytes(json.dumps(squad_json([QUESTION | {"question": "Malmö?"}]), ensure_ascii=False).encode("latin-1")),
+         ("sources/train.json", "not UTF-8"), "data/squad", fix=squad_source(squad_json([QUESTION]))),
+    Case("vocab-file-not-utf8", VOCAB_STAGE,
+         in_turn(param("vocab.source", "file:sources/vocab.txt"),
+                 lambda root: write_bytes(root / "sources/vocab.txt", "\n".join([*VOCAB, "malmö"]).encode("latin-1"))),
+         ("sources/vocab.txt", "not UTF-8", f"line {len(VOCAB) + 1}, column 5"), "data/vocab",
+         fix=lambda root: write_vocab(root / "sources/vocab.txt")),
+    # Archives and downloads: damaged or encrypted members, HTML served in place of the file
+    Case("task-zip-damaged-member", DOWNLOAD_RTE, zip_task("member"),
+         ("sources/RTE.zip:RTE/train.tsv", "damaged", "download the archive again"), "data/tasks/rte",
+         fix=zip_task(None)),
+    Case("task-zip-encrypted-member", DOWNLOAD_RTE, zip_task("encrypted"),
+         ("sources/RTE.zip:RTE/train.tsv", "encrypted"), "data/tasks/rte", fix=zip_task(None)),
+    Case("squad-html-page", DOWNLOAD_SQUAD, squad_source_bytes(HTML_PAGE),
+         ("sources/train.json", "an HTML page, not the JSON expected"), "data/squad",
+         fix=squad_source(squad_json([QUESTION]))),
+    Case("weights-html-config", DOWNLOAD_TINY, weights_folder(html_file("config.json")),
+         ("sources/tiny/config.json", "an HTML page"), "data/weights/tiny", fix=weights_folder()),
+    # config.json: types and ranges, one check for model.size and weights; weights against their config
+    Case("weights-config-zero-heads", DOWNLOAD_TINY, weights_folder(config_edit(num_attention_heads=0)),
+         ("sources/tiny/config.json", "num_attention_heads is 0", ">= 1"), "data/weights/tiny", fix=weights_folder()),
+    Case("weights-not-of-config", DOWNLOAD_TINY, weights_folder(config_edit(intermediate_size=64)),
+         ("sources/tiny", "intermediate.dense.weight", "[64, 16]", "do not belong together"), "data/weights/tiny",
+         fix=weights_folder()),
+    # SQuAD / SWAG structure
+    Case("squad-data-not-a-list", DOWNLOAD_SQUAD, squad_source({"version": "1.1", "data": {"title": "x"}}),
+         ("sources/train.json", "no top-level 'data' list"), "data/squad", fix=squad_source(squad_json([QUESTION]))),
+    Case("squad-article-not-an-object", DOWNLOAD_SQUAD, squad_source({"version": "1.1", "data": ["Harbour"]}),
+         ("sources/train.json", "data[0]", "no 'paragraphs' list"), "data/squad",
+         fix=squad_source(squad_json([QUESTION]))),
+    Case("swag-runaway-quote", DOWNLOAD_SWAG, swag_source(SWAG_TRAIN + b'9,x,1,"' + b"word " * 30000 + b"\n"),
+         ("sources/train.csv", "field larger than field limit", "unbalanced double quote"), "data/tasks/swag",
+         fix=swag_source(SWAG_TRAIN)),
 ]  # fmt: skip
+
+
+# ---- the same classes through the reader alone --------------------------------------------------
+# Rows whose stage would cost seconds of torch start-up each (make test's budget): the reader the
+# stage calls, on the same input; the stage rows above show that a UserError from it is one line.
+
+
+def weights_in(tmp_path: Path, change: Callable[[Path], None]) -> Path:
+    folder = tiny_hf_folder(tmp_path / "tiny")
+    change(folder)
+    return folder
+
+
+def sharded(tmp_path: Path, index_text: Callable[[str], str]) -> Path:
+    """A tiny model whose one weight file is listed by a model.safetensors.index.json, as
+    `index_text` leaves the index's text."""
+    torch.manual_seed(0)
+    config = BertConfig(vocab_size=len(VOCAB), hidden_size=16, num_hidden_layers=1, num_attention_heads=2,
+                        intermediate_size=32, max_position_embeddings=32)  # fmt: skip
+    folder = tmp_path / "phase2"
+    BertForQuestionAnswering(config).save_pretrained(folder)
+    (folder / "model.safetensors").rename(folder / "model-00001-of-00001.safetensors")
+    names = load_file(folder / "model-00001-of-00001.safetensors")
+    index = json.dumps(
+        {"metadata": {}, "weight_map": {name: "model-00001-of-00001.safetensors" for name in names}}
+    )
+    (folder / "model.safetensors.index.json").write_text(index_text(index))
+    return folder
+
+
+@dataclass
+class ReaderCase:
+    name: str
+    read: Callable[[Path], object]  # reads the bad input it builds under the given folder
+    words: tuple[str, ...]
+
+
+READER_CASES = [
+    ReaderCase("config-dropout-2", lambda tmp: BertConfig.from_json_file(weights_in(tmp, config_edit(hidden_dropout_prob=2.0)) / "config.json"),
+               ("config.json", "hidden_dropout_prob is 2.0", "[0, 1)")),
+    ReaderCase("config-layers-null", lambda tmp: BertConfig.from_json_file(weights_in(tmp, config_edit(num_hidden_layers=None)) / "config.json"),
+               ("config.json", "num_hidden_layers is null")),
+    ReaderCase("config-heads-string", lambda tmp: BertConfig.resolve(weights_in(tmp, config_edit(num_attention_heads="2")), 64),
+               ("config.json", 'num_attention_heads is "2"')),
+    ReaderCase("config-hidden-not-divisible", lambda tmp: BertConfig.from_json_file(weights_in(tmp, config_edit(num_attention_heads=3)) / "config.json"),
+               ("config.json", "hidden_size 16 is not a multiple of num_attention_heads 3")),
+    ReaderCase("weights-html-in-place", lambda tmp: check_pretrained(weights_in(tmp, html_file("pytorch_model.bin"))),
+               ("pytorch_model.bin", "an HTML page")),
+    ReaderCase("weights-index-truncated", lambda tmp: BertForQuestionAnswering.from_pretrained(sharded(tmp, lambda text: text[: len(text) // 2])),
+               ("model.safetensors.index.json", "not valid JSON", "cut short")),
+    # found by tests/test_fuzz_inputs.py: a shard name longer than a file name may be (ENAMETOOLONG)
+    ReaderCase("weights-index-huge-shard-name", lambda tmp: read_weight_index(sharded(tmp, lambda text: text.replace("model-00001", "x" * 300_000, 1)) / "model.safetensors.index.json"),
+               ("model.safetensors.index.json", "which is not a file beside it")),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize("case", READER_CASES, ids=[case.name for case in READER_CASES])
+def test_bad_file_is_one_line_through_its_reader(tmp_path, case):
+    with pytest.raises(UserError) as error:
+        case.read(tmp_path)
+    message = str(error.value)
+    assert "\n" not in message and len(message) < 1000, message
+    for word in case.words:
+        assert word in message, f"{word!r} not in {message!r}"
+
+
+def test_a_folder_that_cannot_be_written_is_one_line(tmp_path, capsys):
+    """A read-only data/ folder: run_main prints one line naming the folder (root, as in CI
+    containers, may write anywhere, so the PermissionError is raised as the OS would)."""
+
+    def main():
+        raise PermissionError(13, "Permission denied", "data/raw/.wikipedia.tmp-1@host-x")
+
+    with pytest.raises(SystemExit) as exit_status:
+        run_main(main)
+    assert exit_status.value.code == 1
+    assert capsys.readouterr().err.strip() == (
+        "error: data/raw: permission denied; make the folder writable for you (chmod u+rwx data/raw) or "
+        "run as its owner, then run again"
+    )
 
 
 @pytest.mark.parametrize("case", CASES, ids=[case.name for case in CASES])
@@ -476,6 +738,8 @@ def test_bad_input_is_one_line_and_publishes_nothing(tmp_path, case):
         assert result.stderr.strip() == errors[0]
     for word in case.words:
         assert word in errors[0], f"{word!r} not in {errors[0]!r}"
+    for staging in (".partial", ".tmp-", str(tmp_path)):  # the source as written, never a copy of it
+        assert staging not in errors[0], errors[0]
     assert not (tmp_path / case.published).exists()
     case.fix(tmp_path)
     result = run_stage(tmp_path, *case.command, timeout=120)

@@ -58,7 +58,7 @@ def test_prepare_vocab_rejects_bad_files(tmp_path):
 
 
 def test_prepare_vocab_google_goes_through_download(tmp_path, uncased_vocab, monkeypatch):
-    """The google source hands url, destination and checksum to bert.corpus.download.download."""
+    """The google source hands url, destination and checksum to bert.download.fetch.download."""
     calls = []
 
     def download(source, dest_path, checksum):
@@ -73,7 +73,7 @@ def test_prepare_vocab_google_goes_through_download(tmp_path, uncased_vocab, mon
 
 
 def test_prepare_vocab_google_with_real_downloader(tmp_path, uncased_vocab):
-    download = pytest.importorskip("bert.corpus.download", reason="bert.corpus.download is on another branch")
+    download = pytest.importorskip("bert.download.fetch", reason="bert.download.fetch is on another branch")
     assert hasattr(download, "download")
     path = prepare_vocab("google", tmp_path / "vocab", True, url=str(uncased_vocab))
     assert path.read_bytes() == uncased_vocab.read_bytes()

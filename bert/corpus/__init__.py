@@ -1,1 +1,1 @@
-"""Corpora: downloads, Wikipedia extraction, plain text, sentence shards and mixing."""
+"""Corpora: Wikipedia extraction, plain text, sentence shards and mixing."""

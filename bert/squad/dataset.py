@@ -1,10 +1,10 @@
 """A SQuAD v1.1 / v2.0 file: the official nested JSON (data[].paragraphs[].qas[]) read into
 `SquadExample`s, each answer checked against its context, and the file's version."""
 
-import json
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from bert import inputs
 from bert.errors import UserError
 
 
@@ -29,15 +29,9 @@ class SquadExample:
     plausible_answers: list[Answer] = field(default_factory=list)  # v2.0, for unanswerable ones
 
 
-def read_json(path: str | Path) -> dict:
-    path = Path(path)
-    try:
-        with open(path, encoding="utf-8") as file:
-            return json.load(file)
-    except FileNotFoundError:
-        raise UserError(f"{path}: file not found") from None
-    except (json.JSONDecodeError, UnicodeDecodeError) as error:
-        raise UserError(f"{path}: not a JSON file ({error})") from None
+def read_json(path: str | Path, source: str | Path | None = None) -> dict:
+    """A SQuAD file's JSON (bert.inputs.read_json: UTF-8, valid JSON, one line otherwise)."""
+    return inputs.read_json(path, source)
 
 
 def dataset_version(path_or_json: str | Path | dict) -> str:
@@ -49,11 +43,18 @@ def dataset_version(path_or_json: str | Path | dict) -> str:
         return "v2.0"
     if version.startswith("1"):
         return "v1.1"
-    for article in dataset.get("data", []):
-        for paragraph in article.get("paragraphs", []):
-            if any("is_impossible" in qa for qa in paragraph.get("qas", [])):
+    for article in _list(dataset.get("data")):
+        for paragraph in _list(article.get("paragraphs") if isinstance(article, dict) else None):
+            qas = _list(paragraph.get("qas") if isinstance(paragraph, dict) else None)
+            if any(isinstance(qa, dict) and "is_impossible" in qa for qa in qas):
                 return "v2.0"
     return "v1.1"
+
+
+def _list(value) -> list:
+    """`value` if it is a list, else nothing: the version is guessed before the structure is
+    checked (examples_from_json), and a wrong type there is its error to report."""
+    return value if isinstance(value, list) else []
 
 
 def load_examples(path: str | Path) -> list[SquadExample]:

@@ -13,7 +13,6 @@ Columns are found by the header's names, so a file of another task (or a shifted
 line naming the file, never a model trained on the wrong column.
 """
 
-import csv
 import logging
 import math
 from dataclasses import dataclass
@@ -22,6 +21,7 @@ from pathlib import Path
 import numpy as np
 
 from bert.errors import UserError
+from bert.inputs import read_rows
 
 log = logging.getLogger(__name__)
 
@@ -122,29 +122,27 @@ def task_named(name: str) -> Task:
     return TASKS[name]
 
 
-def read_split(task: Task, path: str | Path) -> TaskExamples:
-    """One file of `task`, checked row by row: a missing column, an empty text or a label out of
-    range is one line naming the file and the line."""
+def read_split(task: Task, path: str | Path, source: str | None = None) -> TaskExamples:
+    """One file of `task`, checked row by row: bytes that are not UTF-8, a missing column, an
+    empty text or a label out of range is one line naming the file (`source`: as the user wrote
+    it, when `path` is a copy) and the line."""
     path = Path(path)
+    source = source or str(path)
     if not path.is_file():
-        raise UserError(f"{path}: not found; run `dvc repro download_task@{task.name}`")
-    # utf-8-sig: MRPC's files begin with a byte-order mark, which would stick to the first column's name.
-    with open(path, encoding="utf-8-sig", newline="") as file:
-        if task.delimiter == ",":
-            lines = list(csv.reader(file))
-        else:  # GLUE's TSVs are unquoted: a quote character is text (QQP questions hold many)
-            lines = [line.rstrip("\r\n").split("\t") for line in file]
+        raise UserError(f"{source}: not found; run `dvc repro download_task@{task.name}`")
+    # GLUE's TSVs are unquoted: a quote character is text (QQP questions hold many); SWAG is CSV.
+    lines = read_rows(path, task.delimiter, source)
     if task.columns_without_header:
         header, body, first_line = list(task.columns_without_header), lines, 1
     else:
         if not lines:
-            raise UserError(f"{path}: empty; expected {task.title}'s header line")
+            raise UserError(f"{source}: empty; expected {task.title}'s header line")
         header, body, first_line = lines[0], lines[1:], 2
     wanted = [*task.text_columns, *task.choice_columns, task.label_column]
     missing = [name for name in wanted if name not in header]
     if missing:
         raise UserError(
-            f"{path}: no column {missing[0]!r} in its header ({_shown(header)}); this is not {task.title}'s "
+            f"{source}: no column {missing[0]!r} in its header ({_shown(header)}); this is not {task.title}'s "
             f"{path.name} (expected the columns {', '.join(wanted)})"
         )
     at = {name: header.index(name) for name in wanted}
@@ -157,15 +155,15 @@ def read_split(task: Task, path: str | Path) -> TaskExamples:
                 skipped += 1
                 continue
             raise UserError(
-                f"{path}: line {number} has {len(fields)} fields, the header {len(header)} "
+                f"{source}: line {number} has {len(fields)} fields, the header {len(header)} "
                 f"({_shown(header)}); fix or remove the line"
             )
         texts = [fields[at[name]].strip() for name in task.text_columns]
         empty = [name for name, text in zip(task.text_columns, texts) if not text]
         # SWAG's sent2 may be empty: the choices then begin with their endings.
         if empty and not (task.choice_columns and empty == [task.text_columns[-1]]):
-            raise UserError(f"{path}: line {number}: column {empty[0]!r} is empty")
-        labels.append(_label(task, fields[at[task.label_column]], path, number))
+            raise UserError(f"{source}: line {number}: column {empty[0]!r} is empty")
+        labels.append(_label(task, fields[at[task.label_column]], source, number))
         first.append(texts[0])
         if task.choice_columns:
             start = texts[1]
@@ -177,20 +175,20 @@ def read_split(task: Task, path: str | Path) -> TaskExamples:
         rows.append(number)
     if skipped:
         log.warning(
-            "%s: skipped %d rows with missing fields (a known quirk of %s)", path, skipped, task.title
+            "%s: skipped %d rows with missing fields (a known quirk of %s)", source, skipped, task.title
         )
     if not first:
-        raise UserError(f"{path}: no examples")
+        raise UserError(f"{source}: no examples")
     dtype = np.int64 if task.labels else np.float32
     return TaskExamples(first, second, np.array(labels, dtype=dtype), rows)
 
 
-def _label(task: Task, value: str, path: Path, number: int) -> int | float:
+def _label(task: Task, value: str, source: str, number: int) -> int | float:
     value = value.strip()
     if task.labels:
         if value not in task.labels:
             raise UserError(
-                f"{path}: line {number}: label {value!r} is not one of {task.title}'s labels "
+                f"{source}: line {number}: label {value!r} is not one of {task.title}'s labels "
                 f"({', '.join(task.labels)})"
             )
         return task.labels.index(value)
@@ -200,7 +198,7 @@ def _label(task: Task, value: str, path: Path, number: int) -> int | float:
         score = math.nan
     low, high = task.score_range
     if not low <= score <= high:
-        raise UserError(f"{path}: line {number}: score {value!r} is not a number in [{low:g}, {high:g}]")
+        raise UserError(f"{source}: line {number}: score {value!r} is not a number in [{low:g}, {high:g}]")
     return score
 
 

@@ -1,5 +1,6 @@
-"""bert.corpus.download and the download stages, against an HTTP server on 127.0.0.1 started here."""
+"""bert.download and the download stages, against an HTTP server on 127.0.0.1 started here."""
 
+import bz2
 import hashlib
 import http.server
 import json
@@ -14,8 +15,11 @@ from pathlib import Path
 
 import pytest
 
-from bert.corpus.download import SourceNotFound, download, download_many, download_staged
+from bert.download.fetch import download
+from bert.download.staging import download_many, download_staged
+from bert.download.transport import SourceNotFound
 from bert.errors import UserError
+from tests.support.shard_fixtures import tiny_hf_folder
 from tests.support.stage_workspace import write_params
 
 REPO = Path(__file__).resolve().parents[2]
@@ -350,9 +354,10 @@ def run_stage(folder: Path, *args: str) -> subprocess.CompletedProcess:
 
 
 def test_stage_download_publishes_the_folder(server, tmp_path):
-    server.files["/dumps/enwiki-20250201-pages-articles.xml.bz2"] = PAYLOAD
+    dump = bz2.compress(PAYLOAD)  # a .bz2 must begin as one (bert.inputs.check_content)
+    server.files["/dumps/enwiki-20250201-pages-articles.xml.bz2"] = dump
     server.files["/dumps/enwiki-20250201-sha1sums.txt"] = (
-        f"{hashlib.sha1(PAYLOAD).hexdigest()}  enwiki-20250201-pages-articles.xml.bz2\n".encode()
+        f"{hashlib.sha1(dump).hexdigest()}  enwiki-20250201-pages-articles.xml.bz2\n".encode()
     )
     source = f"{server.url}/dumps/enwiki-20250201-pages-articles.xml.bz2"
     write_params(
@@ -362,31 +367,31 @@ def test_stage_download_publishes_the_folder(server, tmp_path):
     result = run_stage(tmp_path, "stages.download", "wikipedia")
     assert result.returncode == 0, result.stderr
     assert leftovers(tmp_path / "data" / "raw") == ["wikipedia"]
-    assert (tmp_path / "data/raw/wikipedia/enwiki-20250201-pages-articles.xml.bz2").read_bytes() == PAYLOAD
+    assert (tmp_path / "data/raw/wikipedia/enwiki-20250201-pages-articles.xml.bz2").read_bytes() == dump
 
 
 def test_stage_download_404_is_one_error_line(server, tmp_path):
-    server.files["/ok.parquet"] = PAYLOAD
-    sources = [f"{server.url}/ok.parquet", f"{server.url}/missing.parquet"]
+    server.files["/ok.dat"] = PAYLOAD
+    sources = [f"{server.url}/ok.dat", f"{server.url}/missing.dat"]
     write_params(tmp_path, {"corpora.wikipedia": {"kind": "wikipedia", "sources": sources, "checksums": []}})
     result = run_stage(tmp_path, "stages.download", "wikipedia")
     assert result.returncode == 1
     assert "Traceback" not in result.stderr
     errors = [line for line in result.stderr.splitlines() if line.startswith("error:")]
     assert errors == [
-        f"error: {server.url}/missing.parquet: HTTP 404 Not Found; the file is not there — check the URL"
+        f"error: {server.url}/missing.dat: HTTP 404 Not Found; the file is not there — check the URL"
     ]
     assert not (tmp_path / "data/raw/wikipedia").exists()
     # The finished file waits in the staging folder; once the server has the file, only it is fetched
     # (the finished one is only revalidated: 304 Not Modified).
-    assert (tmp_path / "data/raw/.partial/wikipedia/ok.parquet").exists()
-    server.files["/missing.parquet"] = b"now here"
+    assert (tmp_path / "data/raw/.partial/wikipedia/ok.dat").exists()
+    server.files["/missing.dat"] = b"now here"
     server.requests.clear()
     result = run_stage(tmp_path, "stages.download", "wikipedia")
     assert result.returncode == 0, result.stderr
-    assert server.requests == [("/ok.parquet", None), ("/missing.parquet", None)]
-    assert server.not_modified == ["/ok.parquet"]
-    assert leftovers(tmp_path / "data/raw/wikipedia") == ["missing.parquet", "ok.parquet"]
+    assert server.requests == [("/ok.dat", None), ("/missing.dat", None)]
+    assert server.not_modified == ["/ok.dat"]
+    assert leftovers(tmp_path / "data/raw/wikipedia") == ["missing.dat", "ok.dat"]
     assert leftovers(tmp_path / "data/raw") == ["wikipedia"]
 
 
@@ -494,12 +499,9 @@ def test_stage_download_squad(tmp_path):
 
 
 def test_stage_download_weights(server, tmp_path):
-    for name in (
-        "config.json",
-        "vocab.txt",
-        "pytorch_model.bin",
-    ):  # no model.safetensors, no tokenizer_config
-        server.files[f"/bert/{name}"] = name.encode()
+    model = tiny_hf_folder(tmp_path / "model")
+    for path in model.iterdir():
+        server.files[f"/bert/{path.name}"] = path.read_bytes()
     weights = {"google-tiny": f"{server.url}/bert", "other": f"{server.url}/nowhere"}
     write_params(tmp_path, {"weights": weights, "finetune.init": "google-tiny"})
     result = run_stage(tmp_path, "stages.download_weights", "google-tiny")
@@ -509,7 +511,9 @@ def test_stage_download_weights(server, tmp_path):
         "pytorch_model.bin",
         "vocab.txt",
     ]
-    assert (tmp_path / "data/weights/google-tiny/pytorch_model.bin").read_bytes() == b"pytorch_model.bin"
+    assert (tmp_path / "data/weights/google-tiny/pytorch_model.bin").read_bytes() == server.files[
+        "/bert/pytorch_model.bin"
+    ]
     # an entry finetune.init does not name is not fetched (its URL here would fail)
     result = run_stage(tmp_path, "stages.download_weights", "other")
     assert result.returncode == 0, result.stderr
@@ -528,9 +532,9 @@ def test_stage_download_weights(server, tmp_path):
 
 
 def test_progress_is_logged_when_no_terminal(server, tmp_path, monkeypatch, caplog):
-    monkeypatch.setattr("bert.corpus.download.LOG_EVERY_SECONDS", 0.0)
+    monkeypatch.setattr("bert.download.transport.LOG_EVERY_SECONDS", 0.0)
     server.files["/data.bin"] = PAYLOAD
-    with caplog.at_level("INFO", logger="bert.corpus.download"):
+    with caplog.at_level("INFO", logger="bert.download"):
         download(f"{server.url}/data.bin", tmp_path / "data.bin", **FAST)
     assert any(f"of {len(PAYLOAD) / 1024:.1f} KiB (" in message for message in caplog.messages), (
         caplog.messages
@@ -543,13 +547,13 @@ def test_progress_is_logged_when_no_terminal(server, tmp_path, monkeypatch, capl
 def test_a_trickling_server_is_cut_off_with_progress_lines(server, tmp_path, monkeypatch, caplog):
     # 1 byte per 0.05 s is 20 B/s; the minimum here is 1000 B per 0.3 s. Each attempt ends after
     # about 0.3 s, with a progress line on the way; the error names the URL, the rate and the fix.
-    monkeypatch.setattr("bert.corpus.download.MIN_BYTES_PER_WINDOW", 1000)
-    monkeypatch.setattr("bert.corpus.download.RATE_WINDOW_SECONDS", 0.3)
-    monkeypatch.setattr("bert.corpus.download.LOG_EVERY_SECONDS", 0.1)
+    monkeypatch.setattr("bert.download.transport.MIN_BYTES_PER_WINDOW", 1000)
+    monkeypatch.setattr("bert.download.transport.RATE_WINDOW_SECONDS", 0.3)
+    monkeypatch.setattr("bert.download.transport.LOG_EVERY_SECONDS", 0.1)
     server.files["/slow.bin"] = PAYLOAD
     server.faults.update(trickle_every=0.05)
     started = time.monotonic()
-    with caplog.at_level("INFO", logger="bert.corpus.download"), pytest.raises(UserError) as error:
+    with caplog.at_level("INFO", logger="bert.download"), pytest.raises(UserError) as error:
         download(f"{server.url}/slow.bin", tmp_path / "slow.bin", retries=1, backoff=0.01, timeout=5)
     assert time.monotonic() - started < 5
     message = str(error.value)
@@ -559,6 +563,8 @@ def test_a_trickling_server_is_cut_off_with_progress_lines(server, tmp_path, mon
     )
     assert "download the file by hand and give its local path" in message and "\n" not in message
     assert len(server.requests) == 2 and server.requests[1][1].startswith("bytes=")  # it resumed
-    assert "B kept in" in message and "run again to resume" in message
+    assert (
+        "B kept for the next run" in message and ".part" not in message and "run again to resume" in message
+    )
     progress = [m for m in caplog.messages if m.startswith("slow.bin: ") and "B/s" in m]
     assert progress, caplog.messages

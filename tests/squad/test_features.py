@@ -149,7 +149,7 @@ def test_version_without_version_field():
 @pytest.mark.parametrize(
     "content, message",
     [
-        ("{not json", "not a JSON file"),
+        ("{not json", "not valid JSON at line 1, column 2"),
         ({"version": "1.1"}, "no top-level 'data' list"),
         (squad_json("1.1", [{"id": "q7", "answers": []}]), "question q7: missing key 'question'"),
         (squad_json("1.1", [{"id": "q8", "question": "?"}]), "question q8: missing key 'answers'"),
@@ -176,7 +176,7 @@ def test_bad_files_name_the_file_and_question(tmp_path, content, message):
 
 
 def test_missing_file(tmp_path):
-    with pytest.raises(UserError, match="file not found"):
+    with pytest.raises(UserError, match="nope.json: not found"):
         load_examples(tmp_path / "nope.json")
 
 

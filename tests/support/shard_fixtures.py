@@ -4,6 +4,8 @@ from pathlib import Path
 
 import h5py
 import numpy as np
+import torch
+from safetensors.torch import load_file
 
 from bert.modeling import BertConfig, BertForPreTraining
 from bert.pretraining.masking import mask_batch
@@ -109,3 +111,16 @@ def tiny_model(seed: int = 0, dropout: float = 0.1) -> BertForPreTraining:
         attention_probs_dropout_prob=dropout,
     )
     return BertForPreTraining(config)
+
+
+def tiny_hf_folder(folder: Path) -> Path:
+    """A tiny BERT in Hugging Face format as Google's releases are: config.json, vocab.txt and
+    pytorch_model.bin (no model.safetensors, no tokenizer_config.json)."""
+    torch.manual_seed(0)
+    config = BertConfig(vocab_size=len(VOCAB), hidden_size=16, num_hidden_layers=1, num_attention_heads=2,
+                        intermediate_size=32, max_position_embeddings=32)  # fmt: skip
+    BertForPreTraining(config).save_pretrained(folder, vocab_file=write_vocab(folder.parent / "vocab.txt"))
+    torch.save(load_file(folder / "model.safetensors"), folder / "pytorch_model.bin")
+    (folder / "model.safetensors").unlink()
+    (folder / "tokenizer_config.json").unlink()
+    return folder

@@ -1,0 +1,323 @@
+"""Property-based fuzzing of every input door (issue 28), with hypothesis.
+
+Each test starts from a real file (data/sample, or the tiny model and vocabulary the other tests
+use), mutates it as files go wrong in practice — cut short, bytes flipped or inserted, saved in
+another encoding, a JSON or YAML value swapped for one of another type, a huge field, an empty
+file, an HTML page in its place — and runs the reader the stages use, or for two doors the real
+stage command in a throw-away folder. The property: the reader either accepts the file or raises
+a UserError whose message is one `error:` line naming the file, never a staging path; any other
+exception (a traceback) fails the test; a stage exits 1 with one `error:` line and publishes
+nothing.
+
+Profiles (BERT_FUZZ): `quick` (the default: derandomized, a few dozen examples per door; part of
+`make test`) and `long` (`make fuzz`: thousands per door, random). A failing example the long
+profile finds becomes a fixed row of tests/test_bad_inputs.py.
+"""
+
+import json
+import os
+import shutil
+import zipfile
+from pathlib import Path
+
+import pytest
+
+hypothesis = pytest.importorskip("hypothesis", reason="pip install -r requirements-test.txt")
+from hypothesis import HealthCheck, given, settings  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
+
+from bert.errors import UserError  # noqa: E402
+from bert.hf import read_weight_index  # noqa: E402
+from bert.inputs import check_content, read_yaml, read_zip_members  # noqa: E402
+from bert.modeling import BertConfig  # noqa: E402
+from bert.squad.dataset import dataset_version, examples_from_json, read_json  # noqa: E402
+from bert.tasks.data import read_split, task_named  # noqa: E402
+from bert.tokenization import load_tokenizer  # noqa: E402
+from tests.support.shard_fixtures import VOCAB, tiny_hf_folder  # noqa: E402
+from tests.support.stage_workspace import REPO, repo_params, run_stage, set_params, write_params  # noqa: E402
+
+COMMON = dict(deadline=None, database=None, suppress_health_check=list(HealthCheck))
+settings.register_profile("quick", max_examples=25, derandomize=True, **COMMON)
+settings.register_profile("long", max_examples=2000, print_blob=True, **COMMON)
+PROFILE = os.environ.get("BERT_FUZZ", "quick")
+QUICK = PROFILE == "quick"
+fuzz = settings.get_profile(PROFILE)
+
+SAMPLE = REPO / "data/sample"
+HTML_PAGE = (
+    b"<!DOCTYPE html>\n<html><head><title>Sign in</title></head><body>Sign in to continue</body></html>\n"
+)
+
+
+# ---- mutations ----------------------------------------------------------------------------------
+
+
+def byte_mutations(data: bytes) -> st.SearchStrategy[bytes]:
+    """The ways a file's bytes go wrong: cut short, bytes flipped, bytes inserted, another
+    encoding, a huge run of one byte (a field over any limit), empty, an HTML page instead."""
+
+    def flip(changes):
+        out = bytearray(data)
+        for at, value in changes:
+            out[at % len(out)] = value
+        return bytes(out)
+
+    def insert(at_and_bytes):
+        at, extra = at_and_bytes
+        return data[: at % (len(data) + 1)] + extra + data[at % (len(data) + 1) :]
+
+    def reencode(encoding):
+        return data.decode("utf-8", errors="replace").encode(encoding, errors="replace")
+
+    huge = st.tuples(st.integers(0, len(data)), st.sampled_from([b"x", b'"', b"\t", b"{", b"["])).map(
+        lambda pick: insert((pick[0], pick[1] * 300_000))
+    )
+    return st.one_of(
+        st.integers(0, max(len(data) - 1, 0)).map(lambda n: data[:n]),
+        st.lists(st.tuples(st.integers(0, 10**9), st.integers(0, 255)), min_size=1, max_size=8).map(flip),
+        st.tuples(st.integers(0, 10**9), st.binary(min_size=1, max_size=16)).map(insert),
+        st.sampled_from(["latin-1", "utf-16", "cp1252", "utf-32"]).map(reencode),
+        huge,
+        st.just(b""),
+        st.just(HTML_PAGE),
+    )
+
+
+ANY_VALUE = st.recursive(
+    st.none() | st.booleans() | st.integers(-(2**70), 2**70) | st.floats() | st.text(max_size=20),
+    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=5), inner, max_size=3),
+    max_leaves=6,
+)
+
+
+def swap_values(document, data: st.DataObject, swaps: int = 3):
+    """`document` (parsed JSON/YAML) with up to `swaps` values, at paths drawn into it, replaced by
+    values of any type: the type errors a hand-edited or foreign file has."""
+    for _ in range(data.draw(st.integers(1, swaps))):
+        parent, key, node = None, None, document
+        while isinstance(node, (dict, list)) and node and data.draw(st.booleans()):
+            keys = list(node) if isinstance(node, dict) else list(range(len(node)))
+            parent, key = node, data.draw(st.sampled_from(keys))
+            node = node[key]
+        if parent is None:
+            document = data.draw(ANY_VALUE)
+        else:
+            parent[key] = data.draw(ANY_VALUE)
+    return document
+
+
+def assert_one_line_or_accepted(read) -> None:
+    """The property: `read()` accepts the input, or raises a UserError that run_main prints as one
+    `error:` line (later lines, as params.yaml's list of problems, are indented details) naming no
+    staging copy. Any other exception propagates and fails the test, with hypothesis's example."""
+    try:
+        read()
+    except UserError as error:
+        message = str(error)
+        assert message.strip(), "an empty message"
+        assert not any(line.startswith("error:") for line in message.splitlines()), message
+        assert ".partial" not in message and ".tmp-" not in message, message
+
+
+def file_with(tmp_path: Path, name: str, data: bytes) -> Path:
+    path = tmp_path / name
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_bytes(data)
+    return path
+
+
+# ---- the doors, read in-process -----------------------------------------------------------------
+
+RTE_DEV = (SAMPLE / "glue/RTE/dev.tsv").read_bytes()
+SWAG_VAL = (SAMPLE / "swag/val.csv").read_bytes()
+SQUAD_DEV = (SAMPLE / "squad/v2.0/dev-v2.0.json").read_bytes()
+
+
+@fuzz
+@given(data=byte_mutations(RTE_DEV))
+def test_glue_tsv(tmp_path_factory, data):
+    path = file_with(tmp_path_factory.mktemp("rte"), "dev.tsv", data)
+    assert_one_line_or_accepted(lambda: read_split(task_named("rte"), path, source="sources/RTE/dev.tsv"))
+
+
+@fuzz
+@given(data=byte_mutations(SWAG_VAL))
+def test_swag_csv(tmp_path_factory, data):
+    path = file_with(tmp_path_factory.mktemp("swag"), "val.csv", data)
+    assert_one_line_or_accepted(lambda: read_split(task_named("swag"), path))
+
+
+@fuzz
+@given(data=byte_mutations(SQUAD_DEV))
+def test_squad_json_bytes(tmp_path_factory, data):
+    path = file_with(tmp_path_factory.mktemp("squad"), "dev.json", data)
+
+    def read():
+        dataset = read_json(path)
+        dataset_version(dataset) if isinstance(dataset, dict) else None
+        examples_from_json(dataset, str(path))
+
+    assert_one_line_or_accepted(read)
+
+
+@fuzz
+@given(data=st.data())
+def test_squad_json_types(data):
+    dataset = swap_values(json.loads(SQUAD_DEV), data, swaps=4)
+
+    def read():
+        if isinstance(dataset, dict):
+            dataset_version(dataset)
+        examples_from_json(dataset, "dev.json")
+
+    assert_one_line_or_accepted(read)
+
+
+@pytest.fixture(scope="module")
+def tiny_model(tmp_path_factory) -> Path:
+    return tiny_hf_folder(tmp_path_factory.mktemp("tiny") / "model")
+
+
+@fuzz
+@given(data=st.data())
+def test_config_json_types(tiny_model, tmp_path_factory, data):
+    config = swap_values(json.loads((tiny_model / "config.json").read_text()), data)
+    path = file_with(tmp_path_factory.mktemp("config"), "config.json", json.dumps(config).encode())
+    assert_one_line_or_accepted(lambda: BertConfig.from_json_file(path))
+
+
+@fuzz
+@given(data=st.data())
+def test_config_json_bytes(tiny_model, tmp_path_factory, data):
+    mutated = data.draw(byte_mutations((tiny_model / "config.json").read_bytes()))
+    path = file_with(tmp_path_factory.mktemp("config"), "config.json", mutated)
+    assert_one_line_or_accepted(lambda: BertConfig.from_json_file(path))
+
+
+@fuzz
+@given(data=byte_mutations(("\n".join(VOCAB) + "\n").encode()))
+def test_vocab_file(tmp_path_factory, data):
+    path = file_with(tmp_path_factory.mktemp("vocab"), "vocab.txt", data)
+    assert_one_line_or_accepted(lambda: load_tokenizer(path))
+
+
+def params_text() -> bytes:
+    import yaml
+
+    return yaml.safe_dump(repo_params()).encode()
+
+
+@fuzz
+@given(data=byte_mutations(params_text()))
+def test_params_yaml_bytes(tmp_path_factory, data):
+    path = file_with(tmp_path_factory.mktemp("params"), "params.yaml", data)
+    assert_one_line_or_accepted(lambda: read_yaml(path))
+
+
+@fuzz
+@given(data=st.data())
+def test_params_yaml_types(tmp_path_factory, monkeypatch_module, data):
+    """The whole of load_params (schema and cross-checks) on params with values of other types."""
+    import yaml
+
+    from stages.params import load_params
+
+    root = tmp_path_factory.mktemp("params")
+    (root / "params.yaml").write_text(yaml.safe_dump(swap_values(repo_params(), data, swaps=2)))
+    monkeypatch_module.chdir(root)
+    assert_one_line_or_accepted(load_params)
+
+
+@pytest.fixture(scope="module")
+def monkeypatch_module():
+    with pytest.MonkeyPatch.context() as patch:
+        yield patch
+
+
+def rte_zip() -> bytes:
+    import io
+
+    buffer = io.BytesIO()
+    with zipfile.ZipFile(buffer, "w", zipfile.ZIP_DEFLATED) as zipped:
+        zipped.writestr("RTE/dev.tsv", RTE_DEV)
+        zipped.writestr("RTE/train.tsv", RTE_DEV[:2000])
+    return buffer.getvalue()
+
+
+@fuzz
+@given(data=byte_mutations(rte_zip()))
+def test_zip_archive(tmp_path_factory, data):
+    path = file_with(tmp_path_factory.mktemp("zip"), "RTE.zip", data)
+
+    def read():
+        check_content(path, "https://example.org/RTE.zip")
+        read_zip_members(path, lambda name: name.endswith(".tsv"), "https://example.org/RTE.zip")
+
+    assert_one_line_or_accepted(read)
+
+
+@fuzz
+@given(data=st.data())
+def test_weight_index(tiny_model, tmp_path_factory, data):
+    folder = tmp_path_factory.mktemp("index")
+    shutil.copy(tiny_model / "pytorch_model.bin", folder / "pytorch_model-00001-of-00001.bin")
+    index = {"metadata": {}, "weight_map": {"bert.pooler.dense.bias": "pytorch_model-00001-of-00001.bin"}}
+    text = json.dumps(index).encode()
+    mutated = data.draw(
+        st.one_of(byte_mutations(text), st.just(json.dumps(swap_values(index, data)).encode()))
+    )
+    path = file_with(folder, "pytorch_model.bin.index.json", mutated)
+    assert_one_line_or_accepted(lambda: read_weight_index(path))
+
+
+@fuzz
+@given(data=byte_mutations(b"BZh91AY&SY" + bytes(range(256)) * 4))
+def test_downloaded_dump_content(tmp_path_factory, data):
+    path = file_with(tmp_path_factory.mktemp("dump"), "enwiki-latest-pages-articles.xml.bz2", data)
+    assert_one_line_or_accepted(lambda: check_content(path, "https://dumps.example.org/x.bz2"))
+
+
+# ---- two doors through the real stage command ---------------------------------------------------
+
+STAGE_EXAMPLES = settings(fuzz, max_examples=4 if QUICK else 200)
+
+
+def assert_stage_fails_cleanly_or_publishes(root: Path, command: tuple[str, ...], published: str) -> None:
+    result = run_stage(root, *command, timeout=120)
+    assert "Traceback" not in result.stderr, result.stderr
+    if result.returncode == 0:
+        assert (root / published).exists()
+        return
+    assert result.returncode == 1, result.stderr
+    errors = [line for line in result.stderr.splitlines() if line.startswith("error:")]
+    assert len(errors) == 1, result.stderr
+    assert ".partial" not in errors[0] and ".tmp-" not in errors[0], errors[0]
+    assert not (root / published).exists()
+
+
+@STAGE_EXAMPLES
+@given(data=byte_mutations(RTE_DEV))
+def test_download_task_stage(tmp_path_factory, data):
+    root = tmp_path_factory.mktemp("project")
+    write_params(root)
+    file_with(root, "sources/RTE/train.tsv", RTE_DEV)
+    file_with(root, "sources/RTE/dev.tsv", data)
+    set_params(root, {"tasks.rte.sources": ["sources/RTE"]})
+    assert_stage_fails_cleanly_or_publishes(root, ("stages.download_task", "rte"), "data/tasks/rte")
+
+
+@STAGE_EXAMPLES
+@given(data=st.data())
+def test_download_squad_stage(tmp_path_factory, data):
+    root = tmp_path_factory.mktemp("project")
+    write_params(root)
+    dev = data.draw(
+        st.one_of(
+            byte_mutations(SQUAD_DEV), st.just(json.dumps(swap_values(json.loads(SQUAD_DEV), data)).encode())
+        )
+    )
+    file_with(root, "sources/train.json", SQUAD_DEV)
+    file_with(root, "sources/dev.json", dev)
+    files = {"train": "sources/train.json", "dev": "sources/dev.json"}
+    set_params(root, {"squad.sources": {"v1.1": files, "v2.0": files}, "squad.version": "v2.0"})
+    assert_stage_fails_cleanly_or_publishes(root, ("stages.download_squad",), "data/squad")
