@@ -4,8 +4,10 @@
     python -m scripts.stability                      # once the queue is done (`dvc queue status`)
     python -m scripts.stability --param tasks.rte.recipe.seed --metrics-file metrics/tasks/rte.json --keys accuracy
 
-Reads `dvc exp show --json`; every experiment of the current commit counts (narrow with
-`--experiments NAME ...`), and one that failed or has no metrics is listed as such.
+Reads `dvc exp show --json`; only `dvc exp run` experiments count: every experiment of the
+current commit (narrow with `--experiments NAME ...`), one that failed or has no metrics listed
+as such. Runs of `dvc repro` (the workspace, the commits) are no experiments: the summary names
+those it skipped, so a seed run with `dvc repro` is not silently missing from the spread.
 """
 
 import argparse
@@ -40,6 +42,27 @@ def experiment_rows(exp_show: list[dict], param: str, metrics_file: str) -> list
                     }
                 )
     return rows
+
+
+def skipped_runs(exp_show: list[dict], metrics_file: str) -> list[str]:
+    """The runs with these metrics that are no experiments: the workspace and each baseline commit
+    (what `dvc repro` left), named as `dvc exp show` names them."""
+    skipped = []
+    for baseline in exp_show:
+        metrics = ((baseline.get("data") or {}).get("metrics") or {}).get(metrics_file, {}).get("data")
+        if metrics:
+            rev = baseline.get("rev", "")
+            name = baseline.get("name")
+            skipped.append(rev if rev == "workspace" else f"{rev[:7]} ({name})" if name else rev[:7])
+    return skipped
+
+
+def counted_line(rows: list[dict], skipped: list[str]) -> str:
+    """What the table covers, said above it: experiments only, and the runs left out."""
+    line = f"Counted: `dvc exp run` experiments of this commit only ({len(rows)})."
+    if skipped:
+        line += f" Not counted (not `dvc exp run` experiments, or left out by --experiments): {', '.join(skipped)}"
+    return line
 
 
 def summarize(rows: list[dict], param: str, keys: tuple[str, ...]) -> str:
@@ -80,9 +103,13 @@ def main() -> None:
     result = subprocess.run([str(dvc), "exp", "show", "--json"], capture_output=True, text=True)
     if result.returncode != 0:
         raise UserError(f"`dvc exp show --json` failed: {result.stderr.strip()}")
-    rows = experiment_rows(json.loads(result.stdout), args.param, args.metrics_file)
+    exp_show = json.loads(result.stdout)
+    rows = experiment_rows(exp_show, args.param, args.metrics_file)
+    skipped = skipped_runs(exp_show, args.metrics_file)
     if args.experiments:
+        skipped += [row["name"] for row in rows if row["name"] not in args.experiments]
         rows = [row for row in rows if row["name"] in args.experiments]
+    print(counted_line(rows, skipped))
     print(summarize(rows, args.param, tuple(args.keys)))
 
 

@@ -5,7 +5,9 @@
 -> metrics/squad.json: what `python -m bert.squad dev.json predictions.json [--na-prob-file
 null_odds.json]` prints (the official evaluate-v1.1.py / evaluate-v2.0.py figures), with v2.0's
 `exact` named `exact_match` and `total` named `questions` as in v1.1, so one pair of keys holds EM
-and F1 for `dvc metrics diff` across versions; plus `version`.
+and F1 for `dvc metrics diff` across versions; plus `version` and `empty_answers`, the percentage
+of questions answered "no answer" (""). A v2.0 model that answers no question at all (HasAns EM 0)
+scores the share of unanswerable questions without having learnt anything: a warning says so.
 """
 
 import logging
@@ -44,10 +46,19 @@ def squad_metrics(dev_file: Path, predictions_dir: Path) -> dict:
         na_probs = id_map(read_json(odds_file), str(odds_file), (int, float))
     official = evaluate(dataset, predictions, na_probs, source=str(dev_file), na_prob_source=str(odds_file))
     renamed = {"exact": "exact_match", "total": "questions"}
+    empty = sum(predictions[qid] == "" for qid in questions)
+    if version == "v2.0" and empty == len(questions) and official.get("HasAns_total"):
+        log.warning(
+            "%s: every one of the %d questions is answered \"no answer\" (HasAns EM 0): EM %.2f is just the "
+            "share of unanswerable questions; the model learnt to abstain, so check fine-tuning "
+            "(%s, squad.recipe), or raise predict.null_score_diff_threshold towards best_f1_thresh",
+            predictions_file, len(questions), official["exact"], layout.metrics("finetune_squad"),
+        )  # fmt: skip
     return {
         "version": version,
         "questions": len(questions),
         **{renamed.get(k, k): v for k, v in official.items()},
+        "empty_answers": 100.0 * empty / len(questions),
     }
 
 

@@ -15,12 +15,26 @@ SQUAD_DIR = DATA / "squad"
 SQUAD_TRAIN = SQUAD_DIR / "train.json"
 SQUAD_DEV = SQUAD_DIR / "dev.json"
 SQUAD_PREDICTIONS = DATA / "predictions"
+SOURCES = DATA / "sources"  # links to the local sources params name, for DVC to hash (stages/sources.py)
+SQUAD_SOURCES = SOURCES / "squad"
 METRICS = Path("metrics")
 LIVE = Path("dvclive")
 
 
 def raw(corpus: str) -> Path:
     return DATA / "raw" / corpus
+
+
+def corpus_sources(corpus: str) -> Path:
+    return SOURCES / "corpora" / corpus
+
+
+def task_sources(task: str) -> Path:
+    return SOURCES / "tasks" / task
+
+
+def weights_sources(name: str) -> Path:
+    return SOURCES / "weights" / name
 
 
 def documents(corpus: str) -> Path:

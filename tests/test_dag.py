@@ -6,7 +6,6 @@ Each test works on a throw-away DVC project made of the working tree's tracked f
 import json
 import os
 import re
-import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -14,7 +13,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from tests.support.stage_workspace import set_params
+from tests.support.stage_workspace import copy_project, set_params
 
 REPO = Path(__file__).resolve().parents[1]
 BIN = Path(sys.executable).parent
@@ -46,32 +45,7 @@ def planned(project: Path, target: str) -> list[str]:
 
 @pytest.fixture
 def project(tmp_path) -> Path:
-    """The project's tracked files (as in the working tree, .dvc/ included) in a new git repository."""
-    root = tmp_path / "project"
-    files = run(
-        ["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"], cwd=REPO
-    ).stdout.split("\0")
-    for name in filter(None, files):
-        if (REPO / name).is_file() and not name.startswith(("dvclive/", "metrics/")) and name != "dvc.lock":
-            (root / name).parent.mkdir(parents=True, exist_ok=True)
-            shutil.copy2(REPO / name, root / name)
-    run(["git", "init", "--quiet"], cwd=root)
-    run(["git", "add", "-A"], cwd=root)  # DVCLive (in the training stages) needs a commit
-    run(
-        [
-            "git",
-            "-c",
-            "user.name=test",
-            "-c",
-            "user.email=test@example.com",
-            "commit",
-            "--quiet",
-            "-m",
-            "project",
-        ],
-        cwd=root,
-    )
-    return root
+    return copy_project(tmp_path / "project")
 
 
 def test_released_weights_need_no_corpus_and_no_pretraining(project):
@@ -79,11 +53,13 @@ def test_released_weights_need_no_corpus_and_no_pretraining(project):
     assert {"download@wikipedia", "vocab", "pretrain_phase2", "export_hf"} <= set(pretraining)
     set_params(project, {"finetune.init": "google-base-uncased"})
     released = planned(project, "finetune_squad")
-    assert sorted(released) == ["download_squad", "download_weights@google-base-uncased", "finetune_squad"]
+    assert sorted(released) == [
+        "download_squad", "download_weights@google-base-uncased", "finetune_squad", "sources"
+    ]  # fmt: skip
     # SWAG and GLUE start from the same weights, and the GLUE score needs only the tasks tasks.run names.
     swag = planned(project, "evaluate_task@swag")
     assert sorted(swag) == ["download_task@swag", "download_weights@google-base-uncased", "evaluate_task@swag",
-                            "finetune_task@swag", "predict_task@swag"]  # fmt: skip
+                            "finetune_task@swag", "predict_task@swag", "sources"]  # fmt: skip
     set_params(project, {"tasks.run": ["mrpc", "rte"]})
     glue = planned(project, "glue_score")
     assert {stage.split("@")[1] for stage in glue if "@" in stage and "_task@" in stage} == {"mrpc", "rte"}
@@ -129,6 +105,7 @@ def test_corpora_are_params(project):
         ),
         "vocab",
         "examples@phase1",
+        "sources",
     }
 
 
@@ -172,6 +149,7 @@ def test_fine_tune_only_run_from_a_real_checkpoint(project, minilm_dir):
         "evaluate_squad",
         "finetune_squad",
         "predict_squad",
+        "sources",
     ]
     assert not any(CORPUS_STAGES.match(stage) for stage in ran)
     built = [p for p in (project / "data").glob("*/*") if p.name != ".gitignore"]

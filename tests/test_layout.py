@@ -43,7 +43,7 @@ def expected_outputs(params: dict) -> set[str]:
     corpora, phases, tasks = list(params["corpora"]), ("phase1", "phase2"), params["tasks"]["run"]
     paths = {layout.VOCAB_DIR, layout.SQUAD_DIR, layout.model("squad"), layout.live("finetune_squad"),
              layout.metrics("finetune_squad"), layout.SQUAD_PREDICTIONS, layout.metrics("squad"),
-             layout.metrics("benchmark"), layout.metrics("glue")}  # fmt: skip
+             layout.metrics("benchmark"), layout.metrics("glue"), layout.SOURCES}  # fmt: skip
     for corpus in corpora:
         paths |= {layout.raw(corpus), layout.documents(corpus), layout.shards(corpus),
                   layout.metrics(f"documents_{corpus}"), layout.metrics(f"shard_{corpus}")}  # fmt: skip

@@ -167,3 +167,31 @@ def test_cli_bad_input_is_one_line_without_traceback(tmp_path):
     with pytest.raises(SystemExit) as exit_info:
         run_main(lambda: main([str(tmp_path / "bad.json"), str(tmp_path / "pred.json")]))
     assert exit_info.value.code == 1
+
+
+@pytest.mark.parametrize("answered", [True, False])
+def test_evaluate_stage_counts_empty_answers_and_warns_when_every_answer_is_empty(tmp_path, caplog, answered):
+    """metrics/squad.json keeps the official fields and adds `empty_answers` (% of questions answered
+    ""); a v2.0 model that abstains on every question (HasAns EM 0) gets one warning line."""
+    import logging
+
+    from stages.evaluate_squad import squad_metrics
+
+    predictions = V2_PREDICTIONS if answered else dict.fromkeys(V2_PREDICTIONS, "")
+    (tmp_path / "dev.json").write_text(json.dumps(V2))
+    (tmp_path / "predictions.json").write_text(json.dumps(predictions))
+    (tmp_path / "null_odds.json").write_text(json.dumps(V2_NA_PROBS))
+    with caplog.at_level(logging.WARNING):
+        metrics = squad_metrics(tmp_path / "dev.json", tmp_path)
+    official = evaluate(V2, predictions, V2_NA_PROBS)
+    renamed = {"exact": "exact_match", "total": "questions"}
+    assert {k: v for k, v in metrics.items() if k not in ("version", "empty_answers")} == {
+        renamed.get(k, k): v for k, v in official.items()
+    }
+    assert metrics["empty_answers"] == pytest.approx(40.0 if answered else 100.0)
+    warnings = [record.getMessage() for record in caplog.records if record.levelno == logging.WARNING]
+    if answered:
+        assert warnings == []
+    else:
+        assert len(warnings) == 1 and "\n" not in warnings[0]
+        assert 'every one of the 5 questions is answered "no answer" (HasAns EM 0): EM 40.00' in warnings[0]

@@ -97,7 +97,8 @@ def test_finetune_predict_evaluate(tmp_path, uncased_vocab, version):
     assert metrics["version"] == version and metrics["questions"] == len(qids)
     renamed = {"exact": "exact_match", "total": "questions"}
     official = {"questions": len(qids), **{renamed.get(k, k): v for k, v in official.items()}}
-    assert official == {k: v for k, v in metrics.items() if k != "version"}
+    assert official == {k: v for k, v in metrics.items() if k not in ("version", "empty_answers")}
+    assert metrics["empty_answers"] == 100 * sum(answer == "" for answer in predictions.values()) / len(qids)
     if version == "v2.0":
         assert {"HasAns_f1", "NoAns_f1", "best_f1", "best_f1_thresh"} <= set(metrics)
 

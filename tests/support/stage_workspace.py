@@ -3,6 +3,7 @@ params.yaml (the repo's, adjusted), data/vocab/vocab.txt and data/examples/<phas
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -95,3 +96,24 @@ def run_stage(
     return subprocess.run(
         [sys.executable, "-m", *args], cwd=root, env=env, capture_output=True, text=True, timeout=timeout
     )
+
+
+def copy_project(root: Path) -> Path:
+    """A new DVC project at `root`: the working tree's tracked and unignored files (.dvc/ included;
+    without dvc.lock, metrics and curves, so no stage has run), committed in a new git repository.
+    Links (data/sources) are copied as links."""
+    listed = subprocess.run(
+        ["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"],
+        cwd=REPO, capture_output=True, text=True, check=True,
+    ).stdout  # fmt: skip
+    for name in filter(None, listed.split("\0")):
+        source = REPO / name
+        if name.startswith(("dvclive/", "metrics/")) or name == "dvc.lock":
+            continue
+        if source.is_symlink() or source.is_file():
+            (root / name).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(source, root / name, follow_symlinks=False)
+    git = ["git", "-c", "user.name=test", "-c", "user.email=test@example.com"]
+    for command in (["init", "--quiet"], ["add", "-A"], ["commit", "--quiet", "-m", "project"]):
+        subprocess.run([*git, *command], cwd=root, check=True, capture_output=True)  # DVCLive needs a commit
+    return root

@@ -1,0 +1,68 @@
+"""Local sources made visible to DVC: a fixed path that stands for files and folders named elsewhere.
+
+DVC hashes only the paths written in dvc.yaml, and its templating cannot turn a list of sources
+from params into `deps` (it interpolates scalars only, and cannot leave out URLs). So each
+download stage depends on one fixed path, a *slot*, and `link_sources` makes that slot lead to the
+local sources by symbolic links, which DVC follows when it hashes a dependency:
+
+- one local source (a file or a folder): the slot is a link to it, so DVC hashes the file, or the
+  folder with everything in it (an edited, added or removed file changes the hash);
+- otherwise: the slot is a folder holding `sources.txt` (every source as given, one a line) and a
+  link per local file. DVC does not walk into a link to a folder that lies inside a folder, so a
+  folder is tracked only as the one source; among several it is an error, not a blind spot.
+
+URLs are recorded in `sources.txt` only: their content is never fetched to compute a hash (DVC
+status stays offline), so a URL is tracked by its text and checksum, which are params anyway.
+Relative sources get relative links, so a moved or cloned project still resolves them.
+"""
+
+import os
+import urllib.parse
+import urllib.request
+from collections.abc import Sequence
+from pathlib import Path
+
+from bert.errors import UserError
+
+LISTING = "sources.txt"
+
+
+def local_path(source: str) -> Path | None:
+    """The path of a local source (a path or a file:// URL), None for a remote URL."""
+    if source.startswith("file://"):
+        return Path(urllib.request.url2pathname(urllib.parse.urlparse(source).path))
+    if "://" in source:
+        return None
+    return Path(source)
+
+
+def link_sources(slot: Path, sources: Sequence[str], name: str) -> None:
+    """Make `slot` (which must not exist) stand for the local ones of `sources`; `name` is the
+    param that lists them (corpora.books.sources), for messages."""
+    local = [(source, local_path(source)) for source in sources]
+    for source, path in local:
+        if path is not None and not path.exists():
+            raise UserError(f"{name}: {source} does not exist; check the path in params.yaml")
+    slot.parent.mkdir(parents=True, exist_ok=True)
+    if len(local) == 1 and local[0][1] is not None:
+        _link(local[0][1], slot)
+        return
+    slot.mkdir()
+    for index, (source, path) in enumerate(local):
+        if path is None:
+            continue
+        if path.is_dir():
+            raise UserError(
+                f"{name}: {source} is a folder among {len(sources)} sources; DVC can track a folder's "
+                "files only when the folder is the one source: give it alone (e.g. as a source of its "
+                "own corpus), or list its files"
+            )
+        _link(path, slot / f"{index}-{path.name}")  # the index: two sources may share a file name
+    (slot / LISTING).write_text("".join(f"{source}\n" for source in sources), encoding="utf-8")
+
+
+def _link(target: Path, link: Path) -> None:
+    if target.is_absolute():
+        link.symlink_to(target)
+    else:  # relative to the project, as the stages read it: make it relative to the link's folder
+        link.symlink_to(os.path.relpath(Path.cwd() / target, Path.cwd() / link.parent))

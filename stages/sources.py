@@ -1,0 +1,59 @@
+"""Stage sources: data/sources/, links to the local sources params.yaml names, which DVC hashes.
+
+    python -m stages.sources
+
+Each download stage depends on its slot here (docs/pipeline.md#tracking-local-sources):
+corpora/<corpus> (download@<corpus>), tasks/<task> (download_task@<task>, the tasks of tasks.run),
+squad (download_squad: squad.version's train and dev) and weights/<name> (download_weights@<name>:
+the entry finetune.init names; the others' slots stand for nothing, as those stages fetch nothing).
+A slot is a link to the one local source, or a folder with a link per local file and sources.txt
+(bert.source_links). DVC follows the links when it hashes a stage's dependencies, so `dvc status`
+names the download stage whose local files changed, and `dvc repro` reruns it and what depends on
+it; remote sources (URLs) are never contacted here, so `dvc status` works offline. The links are
+committed with the project (cache: false), as a cloned project needs them to be up to date.
+"""
+
+import logging
+
+from bert.atomic import atomic_folder
+from bert.errors import run_main
+from bert.source_links import link_sources, local_path
+from stages import layout
+from stages.params import load_params
+
+log = logging.getLogger("stages.sources")
+
+
+def main() -> None:
+    params = load_params()
+    version = params.squad.version
+    squad = params.squad.sources[version]
+    weights = {name: [url] if name == params.finetune.init else [] for name, url in params.weights.items()}
+    slots = {
+        **{
+            layout.corpus_sources(corpus): (spec.sources, f"corpora.{corpus}.sources")
+            for corpus, spec in params.corpora.items()
+        },
+        **{
+            layout.task_sources(task): (getattr(params.tasks, task).sources, f"tasks.{task}.sources")
+            for task in params.tasks.run
+        },
+        layout.SQUAD_SOURCES: ([squad.train, squad.dev], f"squad.sources.{version}"),
+        **{layout.weights_sources(name): (urls, f"weights.{name}") for name, urls in weights.items()},
+    }
+    with atomic_folder(layout.SOURCES) as building:
+        for slot, (sources, name) in slots.items():
+            link_sources(building / slot.relative_to(layout.SOURCES), sources, name)
+            remote = [source for source in sources if local_path(source) is None]
+            if remote:
+                log.info(
+                    "%s: %s tracked by URL and checksum only; `dvc repro -f -s` its download stage to fetch "
+                    "it again (docs/pipeline.md#remote-sources)",
+                    name,
+                    ", ".join(remote),
+                )
+    log.info("%s: %d slots", layout.SOURCES, len(slots))
+
+
+if __name__ == "__main__":
+    run_main(main)

@@ -1,0 +1,234 @@
+"""Local sources are tracked by content: an edited, added or removed file of a task, a corpus folder,
+weights or SQuAD makes `dvc status` name its download stage (and nothing else), and `dvc repro`
+reruns it; the bundled data/sample reruns nothing once params point elsewhere; URLs are never deps.
+
+One throw-away project whose params point at a user's own folders under tmp; its download stages
+run once (seconds), then each test compares `dvc status` before and after its edit."""
+
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from bert.errors import UserError
+from bert.source_links import LISTING, link_sources
+from tests.support.stage_workspace import copy_project, set_params
+
+REPO = Path(__file__).resolve().parents[1]
+SAMPLE = REPO / "data/sample"
+DVC = str(Path(sys.executable).with_name("dvc"))
+DOWNLOADS = ["download@books", "download_task@rte", "download_squad", "download_weights@mine",
+             "download_weights@other"]  # fmt: skip
+
+
+def dvc(project: Path, *args: str) -> subprocess.CompletedProcess:
+    env = {**os.environ, "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}"}
+    done = subprocess.run([DVC, *args], cwd=project, env=env, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, f"dvc {' '.join(args)} failed:\n{done.stdout[-3000:]}\n{done.stderr[-3000:]}"
+    return done
+
+
+def status(project: Path) -> dict:
+    return json.loads(dvc(project, "status", "--json").stdout)
+
+
+def changed_by(project: Path, edit) -> set[str]:
+    """The stages whose `dvc status` entry differs after `edit()` from before it."""
+    before = status(project)
+    edit()
+    after = status(project)
+    return {stage for stage in {*before, *after} if before.get(stage) != after.get(stage)}
+
+
+def repro(project: Path, target: str) -> list[str]:
+    return re.findall(r"Running stage '([^']+)'", dvc(project, "repro", target).stdout)
+
+
+def save_weights(folder: Path, seed: int) -> None:
+    import torch
+
+    from bert.modeling import BertConfig, BertForQuestionAnswering
+    from tests.support.shard_fixtures import VOCAB, write_vocab
+
+    folder.mkdir(exist_ok=True)
+    write_vocab(folder / "vocab.txt")
+    torch.manual_seed(seed)
+    config = BertConfig(vocab_size=len(VOCAB), hidden_size=8, num_hidden_layers=1, num_attention_heads=2,
+                        intermediate_size=16, max_position_embeddings=32)  # fmt: skip
+    BertForQuestionAnswering(config).save_pretrained(folder, vocab_file=folder / "vocab.txt")
+
+
+@pytest.fixture(scope="module")
+def project(tmp_path_factory) -> Path:
+    """A project whose params name the user's own files (and a URL corpus), its downloads done."""
+    tmp = tmp_path_factory.mktemp("sources")
+    user = tmp / "user"
+    shutil.copytree(SAMPLE / "glue/RTE", user / "RTE")
+    (user / "books").mkdir(parents=True)
+    for book in sorted((SAMPLE / "books/txt").glob("*.txt"))[:3]:
+        shutil.copy(book, user / "books" / book.name)
+    for split in ("train", "dev"):
+        shutil.copy(SAMPLE / f"squad/v1.1/{split}-v1.1.json", user / f"{split}.json")
+    save_weights(user / "weights", seed=0)
+    save_weights(user / "other-weights", seed=1)
+    root = copy_project(tmp / "project")
+    set_params(
+        root,
+        {
+            "corpora": {
+                "books": {"kind": "text", "sources": [str(user / "books")], "checksums": []},
+                "web": {"kind": "wikipedia", "sources": ["https://127.0.0.1:9/x.xml.bz2"], "checksums": []},
+            },
+            "mixing.weights": {"books": 1.0},
+            "tasks.run": ["rte"],
+            "tasks.rte.sources": [str(user / "RTE")],
+            "squad.sources": {"v1.1": {"train": str(user / "train.json"), "dev": str(user / "dev.json")},
+                              "v2.0": {"train": "https://127.0.0.1:9/t.json", "dev": "https://127.0.0.1:9/d.json"}},
+            "weights": {"mine": str(user / "weights"), "other": str(user / "other-weights"),
+                        "google": "https://127.0.0.1:9/bert"},
+            "finetune.init": "mine",
+        },
+    )  # fmt: skip
+    ran = re.findall(r"Running stage '([^']+)'", dvc(root, "repro", *DOWNLOADS).stdout)
+    assert sorted(ran) == sorted(["sources", *DOWNLOADS])
+    return root
+
+
+def test_downloads_are_up_to_date_and_no_dep_is_a_url(project):
+    """`dvc status` never needs the network: URL sources are no deps (the web corpus's stage is
+    listed only because it never ran)."""
+    from dvc.repo import Repo
+
+    assert not set(status(project)) & {"sources", *DOWNLOADS}
+    with Repo(str(project)) as repo:
+        urls = [dep.def_path for stage in repo.index.stages for dep in stage.deps if "://" in dep.def_path]
+    assert urls == []
+
+
+def test_an_edited_task_file_reruns_its_download_stage_only(project):
+    train = project.parent / "user/RTE/train.tsv"
+
+    def edit():  # the first example's first sentence
+        train.write_text(re.sub(r"\n(\d+)\t", r"\n\1\tEdited. ", train.read_text(), count=1))
+
+    assert changed_by(project, edit) == {"download_task@rte"}
+    assert repro(project, "download_task@rte") == ["download_task@rte"]
+    assert "Edited. " in (project / "data/tasks/rte/train.tsv").read_text()
+    assert "download_task@rte" not in status(project)
+
+
+def test_a_book_added_to_or_removed_from_a_corpus_folder_reruns_its_download(project):
+    new_book = project.parent / "user/books/new-book.txt"
+    assert changed_by(project, lambda: new_book.write_text("A new book.\n\nIts second paragraph.\n")) == {
+        "download@books"
+    }
+    assert repro(project, "download@books") == ["download@books"]
+    assert (project / "data/raw/books/new-book.txt").is_file()
+    assert changed_by(project, new_book.unlink) == {"download@books"}
+
+
+def test_weights_replaced_in_place_rerun_the_download_finetune_init_names(project):
+    user = project.parent / "user"
+    # The entry finetune.init does not name is not fetched: its folder is nobody's dependency.
+    assert changed_by(project, lambda: save_weights(user / "other-weights", seed=3)) == set()
+    assert changed_by(project, lambda: save_weights(user / "weights", seed=2)) == {"download_weights@mine"}
+
+
+def test_an_edited_squad_file_reruns_download_squad(project):
+    """A file among several sources is a link inside the slot folder, which the sources stage's
+    own output holds too: both are named, and the sources stage reruns to the same links."""
+    dev = project.parent / "user/dev.json"
+    assert changed_by(project, lambda: dev.write_text(dev.read_text().replace('"title"', '"title" ', 1))) == {
+        "sources",
+        "download_squad",
+    }
+    assert repro(project, "download_squad") == ["sources", "download_squad"]
+
+
+def test_the_bundled_sample_reruns_nothing_once_params_point_elsewhere(project):
+    def edit():
+        for path in (
+            project / "data/sample/glue/RTE/train.tsv",
+            project / "data/sample/squad/v1.1/dev-v1.1.json",
+        ):
+            path.write_text(path.read_text() + "\n")
+        shutil.rmtree(project / "data/sample/books")
+
+    assert changed_by(project, edit) == set()
+
+
+# --- the slots themselves (bert.source_links) ------------------------------------------------------
+
+
+def test_a_slot_links_one_source_or_lists_several(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "folder").mkdir()
+    (tmp_path / "folder/a.txt").write_text("a")
+    (tmp_path / "b.txt").write_text("b")
+    link_sources(Path("slots/one"), ["folder"], "corpora.one.sources")
+    assert os.readlink("slots/one") == "../folder"  # relative: the project may move
+    assert Path("slots/one/a.txt").read_text() == "a"
+    link_sources(Path("slots/url"), ["file://" + str(tmp_path / "b.txt")], "weights.url")
+    assert os.readlink("slots/url") == str(tmp_path / "b.txt")
+    sources = ["b.txt", "https://example.org/b.txt", "folder/a.txt"]
+    link_sources(Path("slots/many"), sources, "tasks.swag.sources")
+    assert sorted(p.name for p in Path("slots/many").iterdir()) == ["0-b.txt", "2-a.txt", LISTING]
+    assert Path("slots/many", LISTING).read_text().splitlines() == sources
+    link_sources(Path("slots/remote"), ["https://example.org/x"], "weights.google")
+    assert [p.name for p in Path("slots/remote").iterdir()] == [LISTING]
+
+
+@pytest.mark.parametrize(
+    ("sources", "message"),
+    [
+        (["folder", "b.txt"], "corpora.c.sources: folder is a folder among 2 sources; DVC can track"),
+        (["missing.txt"], "corpora.c.sources: missing.txt does not exist; check the path in params.yaml"),
+    ],
+)
+def test_a_source_that_cannot_be_tracked_is_one_line(tmp_path, monkeypatch, sources, message):
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "folder").mkdir()
+    (tmp_path / "b.txt").write_text("b")
+    with pytest.raises(UserError) as error:
+        link_sources(Path("slot"), sources, "corpora.c.sources")
+    assert str(error.value).startswith(message) and "\n" not in str(error.value)
+
+
+def test_a_remote_file_changed_under_its_checksum_is_one_line(tmp_path):
+    """A pinned URL whose file changed on the server: the download stops, one line, nothing new."""
+    import hashlib
+    import http.server
+    import threading
+    from functools import partial
+
+    from tests.support.stage_workspace import run_stage, write_params
+
+    served = tmp_path / "served"
+    served.mkdir()
+    (served / "dump.xml").write_bytes(b"<mediawiki>version 1</mediawiki>")
+    pinned = "sha256:" + hashlib.sha256(b"<mediawiki>version 1</mediawiki>").hexdigest()
+    handler = partial(http.server.SimpleHTTPRequestHandler, directory=str(served))
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        url = f"http://127.0.0.1:{server.server_port}/dump.xml"
+        write_params(
+            tmp_path, {"corpora.wikipedia": {"kind": "wikipedia", "sources": [url], "checksums": [pinned]}}
+        )
+        assert run_stage(tmp_path, "stages.download", "wikipedia").returncode == 0
+        (served / "dump.xml").write_bytes(b"<mediawiki>version 2</mediawiki>")  # a new release, same URL
+        shutil.rmtree(tmp_path / "data/raw/wikipedia")  # as `dvc repro -f` does before running the stage
+        done = run_stage(tmp_path, "stages.download", "wikipedia")
+    finally:
+        server.shutdown()
+    assert done.returncode == 1 and "Traceback" not in done.stderr
+    errors = [line for line in done.stderr.splitlines() if line.startswith("error:")]
+    assert len(errors) == 1 and errors[0].startswith(
+        f"error: {url}: checksum mismatch: expected {pinned}, got sha256:"
+    )
+    assert not (tmp_path / "data/raw/wikipedia").exists()
