@@ -1,5 +1,6 @@
 """The WordPiece vocabulary of a run (stage `vocab`): trained on the corpora's sentences with
-Hugging Face `tokenizers`, Google's released vocab.txt downloaded, or a file of the user's; written
+Hugging Face `tokenizers`, Google's released vocab.txt downloaded, a file of the user's, or the
+vocab.txt of the released weights that pretraining continues from; written
 with the casing it is used with, as `vocab.txt` + `tokenizer_config.json`, which
 bert.tokenization loads."""
 
@@ -11,7 +12,7 @@ from pathlib import Path
 from tokenizers import trainers
 
 from bert.atomic import atomic_folder
-from bert.corpus.download import download
+from bert.corpus.download import SourceNotFound, download
 from bert.errors import UserError
 from bert.tokenization import SPECIAL_TOKENS, load_tokenizer, tokenizer_without_vocab
 
@@ -68,8 +69,8 @@ def prepare_vocab(
     """Make output_dir/vocab.txt and output_dir/tokenizer_config.json ({"do_lower_case": ...}).
 
     source: "train" (WordPiece trained on `sentences()`), "google" (download `url`, verified
-    against `checksum`) or "file:<path>" (a copy). The folder is built beside output_dir and
-    renamed into place (bert.atomic)."""
+    against `checksum`), "file:<path>" (a copy) or "weights" (`url` is a Hugging Face folder, URL
+    or path: its vocab.txt). The folder is built beside output_dir and renamed into place (bert.atomic)."""
     with atomic_folder(output_dir) as building:
         vocab_file = building / "vocab.txt"
         if source == "train":
@@ -86,8 +87,26 @@ def prepare_vocab(
             if not given.is_file():
                 raise UserError(f"{given}: vocabulary file not found (vocab.source: {source})")
             shutil.copyfile(given, vocab_file)
+        elif source == "weights":
+            download(f"{url.rstrip('/')}/vocab.txt", vocab_file)
         else:
-            raise UserError(f"vocab.source is {source!r}; allowed: train, google, file:<path>")
+            raise UserError(f"vocab.source is {source!r}; allowed: train, google, file:<path>, weights")
         load_tokenizer(vocab_file, lower_case)  # fails with a clear message if it is not a BERT vocab
         (building / "tokenizer_config.json").write_text(json.dumps({"do_lower_case": lower_case}) + "\n")
     return Path(output_dir) / "vocab.txt"
+
+
+def released_lower_case(folder: str, scratch: Path) -> bool | None:
+    """Whether the tokenizer of a Hugging Face folder (URL or path) lower-cases: its
+    tokenizer_config.json's do_lower_case (BERT's default, True, when the key is absent), or None
+    when the folder has no such file. `scratch`: a folder to fetch it into."""
+    try:
+        path = download(
+            f"{folder.rstrip('/')}/tokenizer_config.json", Path(scratch) / "tokenizer_config.json"
+        )
+    except SourceNotFound:
+        return None
+    try:
+        return bool(json.loads(path.read_text(encoding="utf-8")).get("do_lower_case", True))
+    except (json.JSONDecodeError, UnicodeDecodeError, AttributeError) as error:
+        raise UserError(f"{folder}/tokenizer_config.json: not a JSON object ({error})") from None

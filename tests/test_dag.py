@@ -93,6 +93,25 @@ def test_released_weights_need_no_corpus_and_no_pretraining(project):
     assert "init_random" in random_start and not any(stage.startswith("pretrain_") for stage in random_start)
 
 
+def test_pretraining_from_released_weights_follows_them(project):
+    """pretrain.init: Google's weights are fetched and continued: download -> vocab -> examples ->
+    pretraining -> export -> fine-tuning, with no random initialisation anywhere."""
+    set_params(project, {"pretrain.init": "google-base-uncased", "vocab.source": "weights"})
+    stages = planned(project, "finetune_squad")
+    assert "init_random" not in stages
+    assert {"download@wikipedia", "download_weights@google-base-uncased", "vocab", "examples@phase1",
+            "pretrain_phase1", "pretrain_phase2", "export_hf", "finetune_squad"} <= set(stages)  # fmt: skip
+    assert not [
+        stage for stage in stages if stage.startswith("download_weights@") and stage.endswith("-cased")
+    ]
+    edges = run([str(BIN / "dvc"), "dag", "--md", "finetune_squad"], cwd=project).stdout
+    names = dict(re.findall(r'(node\d+)\["([^"]+)"\]', edges))
+    arrows = {(names[a], names[b]) for a, b in re.findall(r"(node\d+)-->(node\d+)", edges)}
+    path = ["vocab", "examples@phase1", "pretrain_phase1", "pretrain_phase2", "export_hf", "finetune_squad"]
+    assert ("download_weights@google-base-uncased", "pretrain_phase1") in arrows
+    assert all((a, b) in arrows for a, b in zip(path, path[1:])), sorted(arrows)
+
+
 def test_every_curve_folder_persists_across_reruns():
     """DVC deletes a stage's outputs before running it again, so a training stage resumed after a
     kill would lose the curve of the steps before its checkpoint; `persist: true` keeps it (the
