@@ -85,13 +85,14 @@ def parameter_names(
         return _encoder_names(model.config, "", "") + _pooler_names("", "")
     names = _encoder_names(model.config, "bert.", "bert.")
     if isinstance(model, BertForPreTraining):
-        names += _pooler_names("bert.", "bert.")
+        next_sentence = model.nsp_classifier is not None  # MLM only: no pooler, no NSP head
+        names += _pooler_names("bert.", "bert.") if next_sentence else []
         for kind in ("weight", "bias"):
             names += [
                 (f"mlm_transform.{kind}", (f"cls.predictions.transform.dense.{kind}",)),
                 (f"mlm_norm.{kind}", (f"cls.predictions.transform.LayerNorm.{kind}",)),
-                (f"nsp_classifier.{kind}", (f"cls.seq_relationship.{kind}",)),
             ]
+            names += [(f"nsp_classifier.{kind}", (f"cls.seq_relationship.{kind}",))] if next_sentence else []
         names.append(("mlm_bias", ("cls.predictions.bias",)))
     elif isinstance(model, BertForQuestionAnswering):
         names += [(f"qa_outputs.{kind}", (f"qa_outputs.{kind}",)) for kind in ("weight", "bias")]
@@ -363,8 +364,10 @@ def save_pretrained(
 ) -> None:
     """`model.save_pretrained(directory)`: see BertPreTrainedModel.save_pretrained. The folder is
     written beside its final place and renamed into it, so it is either complete or absent."""
+    # An MLM-only pretraining model is, for transformers, its BertForMaskedLM.
+    mlm_only = isinstance(model, BertForPreTraining) and model.nsp_classifier is None
     config = {
-        "architectures": [type(model).__name__],
+        "architectures": ["BertForMaskedLM" if mlm_only else type(model).__name__],
         "model_type": "bert",
         **model.config.to_dict(),
         **_head_config(model, label_names),

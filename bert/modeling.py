@@ -468,22 +468,34 @@ class PreTrainingOutput:
     nsp_loss: torch.Tensor | None
     mlm_logits: torch.Tensor  # [M, V], one row per valid masked slot, in row-major slot order
     mlm_labels: torch.Tensor | None  # [M]
-    nsp_logits: torch.Tensor  # [N, 2]; class 0 = B follows A, 1 = B is random
+    nsp_logits: torch.Tensor | None  # [N, 2]; class 0 = B follows A, 1 = B is random; None: MLM only
 
 
 class BertForPreTraining(BertPreTrainedModel):
-    def __init__(self, config: BertConfig, apex_layer_norm: bool = False, unpad: bool = False):
+    """The masked LM and, with `next_sentence` (BERT's objective), next-sentence prediction on the
+    pooled [CLS]. Without it (MLM only, as RoBERTa) the model has neither the NSP classifier nor
+    the pooler, which only NSP reads: no parameter goes untrained (DistributedDataParallel requires
+    it), and the saved folder is what `transformers` loads as BertForMaskedLM."""
+
+    def __init__(
+        self,
+        config: BertConfig,
+        apex_layer_norm: bool = False,
+        unpad: bool = False,
+        next_sentence: bool = True,
+    ):
         super().__init__()
         self.config = config
-        self.bert = BertModel(config, with_pooler=True, apex_layer_norm=apex_layer_norm, unpad=unpad)
+        self.bert = BertModel(config, with_pooler=next_sentence, apex_layer_norm=apex_layer_norm, unpad=unpad)
         self.act = ACTIVATIONS[config.hidden_act]
         self.mlm_transform = nn.Linear(config.hidden_size, config.hidden_size)
         self.mlm_norm = make_layer_norm(config, apex_layer_norm)
         # The decoder's weight is the word embedding matrix; only its bias is the head's own.
         self.mlm_bias = nn.Parameter(torch.zeros(config.vocab_size))
-        self.nsp_classifier = nn.Linear(config.hidden_size, 2)
+        self.nsp_classifier = nn.Linear(config.hidden_size, 2) if next_sentence else None
         init_weights(self.mlm_transform, config.initializer_range)
-        init_weights(self.nsp_classifier, config.initializer_range)
+        if next_sentence:
+            init_weights(self.nsp_classifier, config.initializer_range)
 
     def forward(
         self,
@@ -506,13 +518,15 @@ class BertForPreTraining(BertPreTrainedModel):
         masked_hidden = masked_output[used]  # [M, H], in row-major slot order
         masked_hidden = self.mlm_norm(self.act(self.mlm_transform(masked_hidden)))
         mlm_logits = F.linear(masked_hidden, self.bert.embeddings.word_embeddings.weight, self.mlm_bias)
-        nsp_logits = self.nsp_classifier(pooled_output)
+        nsp_logits = self.nsp_classifier(pooled_output) if self.nsp_classifier is not None else None
 
         mlm_labels = mlm_loss = nsp_loss = None
         if masked_lm_ids is not None:
             mlm_labels = masked_lm_ids[used].long()
             mlm_loss = F.cross_entropy(mlm_logits.float(), mlm_labels)
         if next_sentence_labels is not None:
+            if nsp_logits is None:
+                raise ValueError("next_sentence_labels given to a BertForPreTraining without NSP")
             nsp_loss = F.cross_entropy(nsp_logits.float(), next_sentence_labels.long().view(-1))
         given = [part for part in (mlm_loss, nsp_loss) if part is not None]
         loss = sum(given) if given else None

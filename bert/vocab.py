@@ -1,5 +1,6 @@
 """The WordPiece vocabulary of a run (stage `vocab`): trained on the corpora's sentences with
-Hugging Face `tokenizers`, Google's released vocab.txt downloaded, or a file of the user's; written
+Hugging Face `tokenizers`, Google's released vocab.txt downloaded, a file of the user's, or the
+vocab.txt of the released weights that pretraining continues from; written
 with the casing it is used with, as `vocab.txt` + `tokenizer_config.json`, which
 bert.tokenization loads."""
 
@@ -12,7 +13,9 @@ from tokenizers import trainers
 
 from bert.atomic import atomic_folder
 from bert.download.fetch import download
+from bert.download.transport import SourceNotFound
 from bert.errors import UserError
+from bert.inputs import read_json
 from bert.tokenization import SPECIAL_TOKENS, load_tokenizer, tokenizer_without_vocab
 
 
@@ -68,8 +71,8 @@ def prepare_vocab(
     """Make output_dir/vocab.txt and output_dir/tokenizer_config.json ({"do_lower_case": ...}).
 
     source: "train" (WordPiece trained on `sentences()`), "google" (download `url`, verified
-    against `checksum`) or "file:<path>" (a copy). The folder is built beside output_dir and
-    renamed into place (bert.atomic)."""
+    against `checksum`), "file:<path>" (a copy) or "weights" (`url` is a Hugging Face folder, URL
+    or path: its vocab.txt). The folder is built beside output_dir and renamed into place (bert.atomic)."""
     with atomic_folder(output_dir) as building:
         vocab_file = building / "vocab.txt"
         origin = "the trained vocabulary"
@@ -89,11 +92,30 @@ def prepare_vocab(
                 raise UserError(f"{given}: vocabulary file not found (vocab.source: {source})")
             shutil.copyfile(given, vocab_file)
             origin = str(given)
+        elif source == "weights":
+            download(f"{url.rstrip('/')}/vocab.txt", vocab_file)
+            origin = f"{url.rstrip('/')}/vocab.txt"
         else:
-            raise UserError(f"vocab.source is {source!r}; allowed: train, google, file:<path>")
+            raise UserError(f"vocab.source is {source!r}; allowed: train, google, file:<path>, weights")
         try:  # a clear message if it is not a BERT vocab, naming the source, not the folder being built
             load_tokenizer(vocab_file, lower_case)
         except UserError as error:
             raise UserError(str(error).replace(str(vocab_file), origin)) from None
         (building / "tokenizer_config.json").write_text(json.dumps({"do_lower_case": lower_case}) + "\n")
     return Path(output_dir) / "vocab.txt"
+
+
+def released_lower_case(folder: str, scratch: Path) -> bool | None:
+    """Whether the tokenizer of a Hugging Face folder (URL or path) lower-cases: its
+    tokenizer_config.json's do_lower_case (BERT's default, True, when the key is absent), or None
+    when the folder has no such file. `scratch`: a folder to fetch it into."""
+    try:
+        path = download(
+            f"{folder.rstrip('/')}/tokenizer_config.json", Path(scratch) / "tokenizer_config.json"
+        )
+    except SourceNotFound:
+        return None
+    values = read_json(path)
+    if not isinstance(values, dict):
+        raise UserError(f"{folder}/tokenizer_config.json: not a JSON object of tokenizer settings")
+    return bool(values.get("do_lower_case", True))

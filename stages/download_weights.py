@@ -1,11 +1,11 @@
 """Stage download_weights@<name>: the Hugging Face BERT folder `weights.<name>` -> data/weights/<name>/.
 
 One stage per entry of `weights` in params.yaml (Google's released checkpoints, or any URL or local
-folder in Hugging Face format). Only the entry finetune.init names is fetched; the others hold a
-README.txt saying so, which keeps their DVC output present and the stage instant. Every file is
-checked before the folder is published: config.json, the tensors' names and shapes against it, the
-vocabulary, and that none is an HTML page served in its place. Changing
-finetune.init back to an entry fetched before restores it from DVC's run cache.
+folder in Hugging Face format). Only the entries finetune.init or pretrain.init name are fetched;
+the others hold a README.txt saying so, which keeps their DVC output present and the stage
+instant. Every file is checked before the folder is published: config.json, the tensors' names and
+shapes against it, the vocabulary, and that none is an HTML page served in its place. Changing
+either init back to an entry fetched before restores it from DVC's run cache.
 """
 
 import argparse
@@ -37,9 +37,10 @@ def main() -> None:
     if name not in params.weights:
         raise UserError(f"params.yaml: no `weights.{name}`; weights: {', '.join(params.weights) or 'none'}")
     out_dir = layout.weights(name)
-    if params.finetune.init != name:
+    if name not in (params.finetune.init, params.pretrain.init):
         readme = out_dir.with_name(f".{name}-README.txt")
         readme.parent.mkdir(parents=True, exist_ok=True)
+        # (the demo's text, byte for byte, since pretrain.init arrived: the same DVC output)
         readme.write_text(
             f"Not fetched: finetune.init is {params.finetune.init}, not {name}.\n"
             f"dvc exp run -S finetune.init={name} fetches {params.weights[name]} here.\n",
@@ -47,8 +48,9 @@ def main() -> None:
         )
         publish({"README.txt": readme}, out_dir)
         log.info(
-            "%s: not needed (finetune.init=%s); wrote %s/README.txt", name, params.finetune.init, out_dir
-        )
+            "%s: not needed (finetune.init=%s, pretrain.init=%s); wrote %s/README.txt",
+            name, params.finetune.init, params.pretrain.init, out_dir,
+        )  # fmt: skip
         return
     base = params.weights[name].rstrip("/")
     with staged(out_dir, {"base": base}) as staging:

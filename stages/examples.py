@@ -27,6 +27,7 @@ def main() -> None:
         dupe_factor=examples.dupe_factor,
         whole_word_mask=examples.whole_word_mask,
         dynamic_masking=examples.masking == "dynamic",
+        next_sentence=examples.next_sentence,
     )
     manifest = create_examples(
         train_shards(layout.shards(), list(params.corpora)),

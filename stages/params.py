@@ -92,7 +92,7 @@ class Shard:
 
 @dataclass
 class Vocab:
-    source: str  # train | google | file:<path>
+    source: str  # train | google | file:<path> | weights (the vocabulary of pretrain.init's folder)
     url: str
     checksum: str | None  # null: not checked
     vocab_size: Annotated[int, Range(low=100)]
@@ -123,6 +123,7 @@ class Examples:
     masked_lm_prob: Annotated[float, Range(0, 1, low_open=True, high_open=True)]
     short_seq_prob: Probability
     dupe_factor: Count
+    next_sentence: bool  # false: MLM-only instances of packed full sentences, no NSP labels or loss
 
 
 @dataclass
@@ -147,6 +148,7 @@ class PretrainPhase2(PretrainPhase):
 
 @dataclass
 class Pretrain:
+    init: str  # random | a key of `weights`: where phase 1 starts
     phase1: PretrainPhase
     phase2: PretrainPhase2
     optimizer: Literal["lamb", "adamw"]
@@ -519,8 +521,8 @@ def _check(params: Params) -> None:
         require(problem is None, f"compute.scheduler is {scheduler!r}: {problem}")
     vocab_source = params.vocab.source
     require(
-        vocab_source in ("train", "google") or vocab_source.startswith("file:"),
-        f"vocab.source is {vocab_source!r}; allowed: train, google, file:<path>",
+        vocab_source in ("train", "google", "weights") or vocab_source.startswith("file:"),
+        f"vocab.source is {vocab_source!r}; allowed: train, google, file:<path>, weights",
     )
     if vocab_source.startswith("file:"):
         require(Path(vocab_source[5:]).is_file(), f"vocab.source: {vocab_source[5:]} does not exist")
@@ -573,5 +575,22 @@ def _check(params: Params) -> None:
         f"({', '.join(params.weights) or 'none'}); to start from another Hugging Face BERT folder or "
         "URL, add it under weights",
     )
+    pretrain_init = params.pretrain.init
+    require(
+        pretrain_init == "random" or pretrain_init in params.weights,
+        f"pretrain.init is {pretrain_init!r}; allowed: random, or a key of weights "
+        f"({', '.join(params.weights) or 'none'})",
+    )
+    # The examples are tokenised with data/vocab: from released weights, that must be their vocabulary.
+    if pretrain_init != "random" and pretrain_init in params.weights and vocab_source != "weights":
+        problems.append(
+            f"pretrain.init is {pretrain_init} (released weights) but vocab.source is {vocab_source}; "
+            "set vocab.source: weights, so that the examples use the vocabulary the weights were trained with"
+        )
+    if pretrain_init == "random" and vocab_source == "weights":
+        problems.append(
+            "vocab.source is weights but pretrain.init is random; set pretrain.init to a key of weights, "
+            "or vocab.source to train, google or file:<path>"
+        )
     if problems:
         raise UserError("params.yaml: " + "\n  params.yaml: ".join(problems))

@@ -1,9 +1,11 @@
-"""Stage pretrain_phase1 | pretrain_phase2: BERT pretraining (MLM + NSP) on the HDF5 examples.
+"""Stage pretrain_phase1 | pretrain_phase2: BERT pretraining (MLM + NSP, or MLM only) on the HDF5 examples.
 
     python -m stages.pretrain phase1|phase2
 
 data/examples/<phase>/*.hdf5 + data/vocab/vocab.txt -> data/models/<phase>/ (Hugging Face format),
 checkpoints in data/checkpoints/<phase>/ (resumed), dvclive/pretrain_<phase>/, metrics/pretrain_<phase>.json.
+Phase 1 starts from fresh weights (pretrain.init: random, of model.size) or continues released
+ones (pretrain.init: a key of weights, from data/weights/<init>; the optimizer starts fresh).
 With distributed.nproc_per_node x nnodes > 1 the stage starts itself again under torchrun.
 
     python -m stages.pretrain phase1|phase2 --join NODE_RANK
@@ -22,6 +24,7 @@ import torch
 from bert.checkpoints import UNREADABLE, file_sha256, list_checkpoints, load_checkpoint, run_signature
 from bert.distributed import Distributed, launch
 from bert.errors import UserError, run_main
+from bert.hf import WEIGHT_FILES
 from bert.modeling import BertConfig, BertForPreTraining
 from bert.optim import build_optimizer, fit_optimizer_state, warmup_poly_schedule
 from bert.pretraining.loader import DynamicMasking, PretrainingData
@@ -63,9 +66,13 @@ def pretrain(params: Params, phase: str, distributed: Distributed) -> None:
     length_binning, unpad = params.pretrain.length_binning, params.pretrain.unpad
     # apex's FusedLayerNorm with use_apex (as FusedLAMB below); both fall back to torch when absent
     options = dict(apex_layer_norm=params.pretrain.use_apex, unpad=unpad)
-    torch.manual_seed(params.seed)  # the same initial weights on every rank
-    if phase == "phase1":
+    if not params.examples.next_sentence:  # MLM only: no NSP head, no pooler
+        options["next_sentence"] = False
+    torch.manual_seed(params.seed)  # the same initial weights (and fresh heads) on every rank
+    if phase == "phase1" and params.pretrain.init == "random":
         model = BertForPreTraining(BertConfig.resolve(params.model.size, vocab_size), **options)
+    elif phase == "phase1":
+        model = released_model(params, vocab_file, options)
     else:
         model = BertForPreTraining.from_pretrained(layout.model("phase1"), **options)
         if model.config.vocab_size != vocab_size:
@@ -115,7 +122,7 @@ def pretrain(params: Params, phase: str, distributed: Distributed) -> None:
     if distributed.is_main:
         log.info(
             "%s: %s (%.1fM parameters), %d shards / %d sequences, global batch %d = %d x %d accum x %d ranks, %d steps",
-            phase, params.model.size, model.num_parameters() / 1e6, len(shards), sum(data.sizes),
+            phase, _model_name(params), model.num_parameters() / 1e6, len(shards), sum(data.sizes),
             spec.global_batch_size, spec.micro_batch_size, data.accumulation_steps, distributed.world_size,
             spec.max_steps,
         )  # fmt: skip
@@ -129,6 +136,41 @@ def pretrain(params: Params, phase: str, distributed: Distributed) -> None:
     if distributed.is_main:
         model.save_pretrained(layout.model(phase), vocab_file=vocab_file, lower_case=params.vocab.lower_case)
         log.info("wrote %s", layout.model(phase))
+
+
+def released_model(params: Params, vocab_file: Path, options: dict) -> BertForPreTraining:
+    """Phase 1's start from released weights (pretrain.init: a key of weights): data/weights/<init>
+    as download_weights left it. Its config.json is the model's shape (model.size is not read),
+    its vocabulary must be the examples' (vocab.source: weights), and heads it lacks start fresh
+    (the MLM decoder is always the word embeddings)."""
+    init = params.pretrain.init
+    directory = layout.weights(init)
+    if not (directory / "config.json").is_file():
+        raise UserError(
+            f"{directory}: no config.json for pretrain.init={init}; run `dvc repro download_weights@{init}`"
+        )
+    released_vocab = directory / "vocab.txt"
+    if not released_vocab.is_file() or released_vocab.read_bytes() != vocab_file.read_bytes():
+        raise UserError(
+            f"{vocab_file} is not {released_vocab}, the vocabulary of pretrain.init={init}; "
+            "run `dvc repro vocab` with vocab.source: weights"
+        )
+    model = BertForPreTraining.from_pretrained(directory, **options)
+    longest = max(params.examples.phase1.max_seq_length, params.examples.phase2.max_seq_length)
+    if model.config.max_position_embeddings < longest:
+        raise UserError(
+            f"examples max_seq_length {longest} exceeds the max_position_embeddings "
+            f"{model.config.max_position_embeddings} of {directory}/config.json (pretrain.init={init})"
+        )
+    log.info(
+        "phase1: continuing %s (%d layers, hidden %d; its config.json, not model.size %s)",
+        directory, model.config.num_hidden_layers, model.config.hidden_size, params.model.size,
+    )  # fmt: skip
+    return model
+
+
+def _model_name(params: Params) -> str:
+    return params.model.size if params.pretrain.init == "random" else f"weights.{params.pretrain.init}"
 
 
 def train_config(params: Params, phase: str, described: dict) -> TrainConfig:
@@ -179,13 +221,26 @@ def _described(params, phase: str, shards: list[Path], length_binning: bool) -> 
         # What the shards were made from and how (the manifest lists params, vocab hash and counts).
         "manifest": file_sha256(layout.examples(phase) / "manifest.json"),
         # Phase 2 continues phase 1: a new phase 1 must never let phase 2 resume its old checkpoints.
-        "init": file_sha256(layout.model("phase1") / "model.safetensors") if phase == "phase2" else None,
+        # Phase 1 from released weights: their weights file (not model.size) says where it starts.
+        "init": _start_weights(params, phase),
     }
+    if not params.examples.next_sentence:  # named only when off, so older checkpoints still resume
+        described["next_sentence"] = False
     if length_binning:  # another data order; named only when on, so older checkpoints still resume
         described["length_binning"] = True
     if params.pretrain.decay_power != 0.5:  # the schedule's shape; 0.5 was fixed before it was a param
         described["decay_power"] = params.pretrain.decay_power
     return described
+
+
+def _start_weights(params: Params, phase: str) -> str | None:
+    """The hash of the weights file the phase starts from; None for fresh weights."""
+    if phase == "phase2":
+        return file_sha256(layout.model("phase1") / "model.safetensors")
+    if params.pretrain.init == "random":
+        return None
+    directory = layout.weights(params.pretrain.init)
+    return file_sha256(next(directory / name for name in WEIGHT_FILES if (directory / name).is_file()))
 
 
 def _load_phase1_optimizer(optimizer: torch.optim.Optimizer, name: str) -> None:

@@ -1,12 +1,15 @@
 """Stage `vocab`: data/vocab/vocab.txt + tokenizer_config.json, trained on the train shards,
-downloaded (Google's) or copied, as params.vocab.source says."""
+downloaded (Google's), copied, or (vocab.source: weights) the vocabulary of the released weights
+pretrain.init names, fetched from `weights.<init>` itself: the vocabulary comes before the
+examples, and download_weights@<init> (which pretraining reads) need not run first."""
 
 import logging
+import tempfile
 from functools import partial
 
 from bert.corpus.sentence_shards import iter_sentences, train_shards
-from bert.errors import run_main
-from bert.vocab import prepare_vocab
+from bert.errors import UserError, run_main
+from bert.vocab import prepare_vocab, released_lower_case
 from stages import layout
 from stages.params import load_params
 
@@ -20,6 +23,10 @@ def main() -> None:
             path for paths in train_shards(layout.shards(), list(params.corpora)).values() for path in paths
         ]
         sentences = partial(iter_sentences, files)
+    url = vocab.url
+    if vocab.source == "weights":  # params.py: pretrain.init is then a key of weights
+        url = params.weights[params.pretrain.init]
+        check_casing(url, params.pretrain.init, vocab.lower_case)
     path = prepare_vocab(
         vocab.source,
         layout.VOCAB_DIR,
@@ -27,7 +34,7 @@ def main() -> None:
         sentences=sentences,
         vocab_size=vocab.vocab_size,
         min_frequency=vocab.min_frequency,
-        url=vocab.url,
+        url=url,
         checksum=vocab.checksum,
     )
     with open(path, encoding="utf-8") as file:
@@ -35,6 +42,19 @@ def main() -> None:
     logging.getLogger("vocab").info(
         "%s: %d tokens (source: %s, lower_case: %s)", path, size, vocab.source, vocab.lower_case
     )
+
+
+def check_casing(folder: str, name: str, lower_case: bool) -> None:
+    """The released vocabulary is used with the casing it was made with: vocab.lower_case (which
+    every later stage reads) must say what the folder's tokenizer_config.json says."""
+    with tempfile.TemporaryDirectory() as scratch:
+        released = released_lower_case(folder, scratch)
+    if released is not None and released != lower_case:
+        raise UserError(
+            f"params.yaml: vocab.lower_case is {str(lower_case).lower()} but weights.{name} (pretrain.init) is "
+            f"{'uncased' if released else 'cased'} (its tokenizer_config.json: do_lower_case "
+            f"{str(released).lower()}); set vocab.lower_case: {str(released).lower()}"
+        )
 
 
 if __name__ == "__main__":

@@ -69,6 +69,25 @@ def test_released_weights_need_no_corpus_and_no_pretraining(project):
     assert "init_random" in random_start and not any(stage.startswith("pretrain_") for stage in random_start)
 
 
+def test_pretraining_from_released_weights_follows_them(project):
+    """pretrain.init: Google's weights are fetched and continued: download -> vocab -> examples ->
+    pretraining -> export -> fine-tuning, with no random initialisation anywhere."""
+    set_params(project, {"pretrain.init": "google-base-uncased", "vocab.source": "weights"})
+    stages = planned(project, "finetune_squad")
+    assert "init_random" not in stages
+    assert {"download@wikipedia", "download_weights@google-base-uncased", "vocab", "examples@phase1",
+            "pretrain_phase1", "pretrain_phase2", "export_hf", "finetune_squad"} <= set(stages)  # fmt: skip
+    assert not [
+        stage for stage in stages if stage.startswith("download_weights@") and stage.endswith("-cased")
+    ]
+    edges = run([str(BIN / "dvc"), "dag", "--md", "finetune_squad"], cwd=project).stdout
+    names = dict(re.findall(r'(node\d+)\["([^"]+)"\]', edges))
+    arrows = {(names[a], names[b]) for a, b in re.findall(r"(node\d+)-->(node\d+)", edges)}
+    path = ["vocab", "examples@phase1", "pretrain_phase1", "pretrain_phase2", "export_hf", "finetune_squad"]
+    assert ("download_weights@google-base-uncased", "pretrain_phase1") in arrows
+    assert all((a, b) in arrows for a, b in zip(path, path[1:])), sorted(arrows)
+
+
 def test_every_curve_folder_persists_across_reruns():
     """DVC deletes a stage's outputs before running it again, so a training stage resumed after a
     kill would lose the curve of the steps before its checkpoint; `persist: true` keeps it (the
@@ -164,5 +183,49 @@ def test_fine_tune_only_run_from_a_real_checkpoint(project, minilm_dir):
     assert sorted(p.name for p in (project / "data/weights").iterdir() if not p.name.startswith(".")) == [
         "minilm"
     ]
+    metrics = json.loads((project / "metrics/squad.json").read_text())
+    assert metrics["questions"] > 0 and 0 <= metrics["f1"] <= 100
+
+
+@pytest.mark.slow
+def test_continued_mlm_only_pretraining_of_a_real_checkpoint_then_squad(project, minilm_dir):
+    """MiniLM continued on the sample corpus (its vocabulary, MLM only, phase 2 with phase 1's
+    optimizer) for a few steps, exported, and fine-tuned on SQuAD, all through `dvc repro`."""
+    phase = {"max_steps": 3, "global_batch_size": 8, "micro_batch_size": 8, "learning_rate": 1e-4}
+    set_params(
+        project,
+        {
+            "weights.minilm": str(minilm_dir),
+            "pretrain.init": "minilm",
+            "vocab.source": "weights",
+            "vocab.lower_case": True,
+            "examples.next_sentence": False,
+            "examples.masked_lm_prob": 0.3,
+            "examples.dupe_factor": 1,
+            "examples.phase1": {"max_seq_length": 64, "max_predictions_per_seq": 20},
+            "examples.phase2": {"max_seq_length": 128, "max_predictions_per_seq": 40},
+            "pretrain.optimizer": "adamw",
+            "pretrain.phase1": {**phase, "warmup_proportion": 0.0, "weight_decay": 0.01},
+            "pretrain.phase2": {**phase, "warmup_proportion": 0.0, "weight_decay": 0.01,
+                                "init_optimizer_from_phase1": True},
+            "squad.recipe.epochs": 0.05,
+            "squad.recipe.learning_rate": 1e-4,
+            "squad.max_seq_length": 128,
+        },
+    )  # fmt: skip
+    output = run([str(BIN / "dvc"), "repro", "evaluate_squad"], cwd=project).stdout
+    ran = re.findall(r"Running stage '([^']+)'", output)
+    assert {"download_weights@minilm", "vocab", "pretrain_phase1", "pretrain_phase2", "export_hf"} <= set(ran)
+    assert "init_random" not in ran
+    assert (project / "data/vocab/vocab.txt").read_bytes() == (minilm_dir / "vocab.txt").read_bytes()
+    phase1 = json.loads((project / "metrics/pretrain_phase1.json").read_text())
+    # MiniLM has no MLM head: its fresh one starts at chance (ln 30522 = 10.3) and learns at once
+    # on MiniLM's features (docs/performance.md, "Continued pretraining")
+    assert phase1["steps"] == 3 and "nsp_loss" not in phase1 and phase1["loss"] < phase1["first_loss"]
+    transformers = pytest.importorskip("transformers")
+    _, info = transformers.BertForMaskedLM.from_pretrained(
+        project / "data/weights/phase2", output_loading_info=True
+    )
+    assert not info["missing_keys"] and not info["unexpected_keys"]
     metrics = json.loads((project / "metrics/squad.json").read_text())
     assert metrics["questions"] > 0 and 0 <= metrics["f1"] <= 100

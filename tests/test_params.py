@@ -297,6 +297,21 @@ def test_google_vocabulary_needs_its_url(project):
     assert message == "params.yaml: vocab.url is empty; vocab.source google downloads vocab.txt from it"
 
 
+@pytest.mark.parametrize(
+    "changes, words",
+    [
+        ({"pretrain.init": "google-base-uncased"}, "pretrain.init is google-base-uncased (released weights) but vocab.source is train"),
+        ({"vocab.source": "weights"}, "vocab.source is weights but pretrain.init is random"),
+        ({"pretrain.init": "bert-huge", "vocab.source": "weights"}, "pretrain.init is 'bert-huge'; allowed: random, or a key of weights"),
+    ],
+)  # fmt: skip
+def test_the_vocabulary_follows_the_pretraining_weights(project, changes, words):
+    message = rejection(project, changes)
+    assert words in message and "\n" not in message
+    write_params(project, {"pretrain.init": "google-base-uncased", "vocab.source": "weights"})
+    assert load_params().pretrain.init == "google-base-uncased"
+
+
 def test_invalid_params_fail_the_stage_before_any_work(project):
     write_params(project, {"model.size": "huge", "seed": -1})
     result = subprocess.run(

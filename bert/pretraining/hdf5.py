@@ -10,6 +10,8 @@ run_pretraining.py reads them:
     masked_lm_ids         int32 [N, P]   unused slots are 0
     next_sentence_labels  int8  [N]      1 = B is a random next segment
 
+MLM-only shards (examples.next_sentence: false) have no `next_sentence_labels` and hold
+`[CLS] sentences... [SEP]` with segment_ids 0 (bert.pretraining.instances.create_packed).
 File attributes say how it was masked: `masking` is "static" (masked once, here) or "dynamic"
 (unmasked pairs: the loader masks them each epoch with `masked_lm_prob`, `whole_word_mask`), and
 `max_seq_length`, `max_predictions_per_seq`. Datasets are written with track_times=False, so the
@@ -34,6 +36,8 @@ LAYOUT = (
     ("next_sentence_labels", np.int8, None),
 )
 NAMES = tuple(name for name, _, _ in LAYOUT)
+NSP_LABELS = "next_sentence_labels"  # the one dataset an MLM-only shard lacks
+MLM_NAMES = tuple(name for name in NAMES if name != NSP_LABELS)
 # HDF5 filters per dtype, chosen for write speed (writing was the costliest step), all built into
 # every HDF5 library, so plain f[key][:] reads them anywhere. Measured on 27k instances of 128:
 # - int32 (token ids, positions): scale-offset with scaleoffset=0 packs each chunk's values into
@@ -71,17 +75,19 @@ class ShardWriter:
         max_predictions: int,
         attrs: dict,
         compressed: bool = True,
+        next_sentence: bool = True,
     ):
         self.raw = WriteFailureLatch(Path(path))
         self.file = h5py.File(self.raw, "w")
         self.rows = 0
+        self.layout = [entry for entry in LAYOUT if next_sentence or entry[0] != NSP_LABELS]
         widths = {"seq": max_seq_length, "pred": max_predictions, None: None}
         # One handle per dataset for the file's whole life, flushed in LAYOUT order at the end:
         # HDF5 places a chunk when it leaves the chunk cache, which a dataset's last handle
         # closing also does. Handles opened per append closed whenever Python freed them (later
         # in a Dask worker), which moved the chunks: same rows, other file bytes.
         self.datasets = []
-        for name, dtype, width in LAYOUT:
+        for name, dtype, width in self.layout:
             shape = (0,) if widths[width] is None else (0, widths[width])
             dataset = self.file.create_dataset(
                 name,
@@ -98,7 +104,7 @@ class ShardWriter:
 
     def append(self, batch: dict[str, np.ndarray]) -> None:
         count = len(batch["input_ids"])
-        for dataset, (name, dtype, _) in zip(self.datasets, LAYOUT):
+        for dataset, (name, dtype, _) in zip(self.datasets, self.layout):
             dataset.resize(self.rows + count, axis=0)
             dataset[self.rows :] = batch[name].astype(dtype, copy=False)
         self.rows += count
@@ -153,23 +159,36 @@ class WriteFailureLatch(io.FileIO):
             raise self.failure
 
 
+def names_in(file: h5py.File) -> tuple[str, ...]:
+    """The datasets of a shard, in LAYOUT order: all of them, or MLM_NAMES for an MLM-only one."""
+    return NAMES if NSP_LABELS in file else MLM_NAMES
+
+
 def read_shard(path: str | Path) -> dict[str, np.ndarray]:
     """All datasets of a shard as arrays (for tests and tools; the trainer streams)."""
     with h5py.File(path, "r") as file:
-        return {name: file[name][:] for name in NAMES}
+        return {name: file[name][:] for name in names_in(file)}
 
 
 def describe_shards(files: list[Path]) -> tuple[list[int], list[bool]]:
     """Rows and dynamic-masking flag of each shard, checking the layout on the way: a batch takes
-    rows from several shards, so they must all have the widths of the first."""
-    sizes, dynamic, first_widths = [], [], None
+    rows from several shards, so they must all have the widths of the first, and all or none of
+    them next-sentence labels."""
+    sizes, dynamic, first_widths, first_names = [], [], None, None
     for path in files:
         try:
             with h5py.File(path, "r") as shard:
-                missing = [name for name in NAMES if name not in shard]
+                missing = [name for name in MLM_NAMES if name not in shard]
                 if missing:
                     raise UserError(f"{path}: not a pretraining shard, datasets {missing} are missing")
-                rows = {len(shard[name]) for name in NAMES}
+                names = names_in(shard)
+                if first_names is not None and names != first_names:
+                    raise UserError(
+                        f"{path}: {'has' if NSP_LABELS in names else 'lacks'} {NSP_LABELS} but {files[0]} "
+                        "does not: the shards of a phase come from one examples run; re-run the examples stage"
+                    )
+                first_names = names
+                rows = {len(shard[name]) for name in names}
                 if len(rows) != 1:
                     raise UserError(f"{path}: datasets have different numbers of rows {sorted(rows)}")
                 widths = _widths(path, shard)
@@ -194,6 +213,8 @@ def _widths(path: Path, shard: h5py.File) -> tuple[int, int]:
     """(tokens, masked positions) per sequence of a shard, the same over each of its datasets."""
     found = {"seq": set(), "pred": set()}
     for name, _, width in LAYOUT:
+        if name not in shard:  # an MLM-only shard's labels (describe_shards checked the rest)
+            continue
         shape = shard[name].shape
         if len(shape) != (1 if width is None else 2):
             raise UserError(
@@ -218,22 +239,23 @@ def copy_instances(
     with h5py.File(sources[0][0], "r") as first:
         attrs = dict(first.attrs)
         max_seq_length, max_predictions = first["input_ids"].shape[1], first["masked_lm_ids"].shape[1]
+        names = names_in(first)
     tokens = 0
-    with ShardWriter(output, max_seq_length, max_predictions, attrs) as writer:
+    with ShardWriter(output, max_seq_length, max_predictions, attrs, next_sentence=names == NAMES) as writer:
         if permutation_seed is None:
             for path, start, stop in sources:
                 with h5py.File(path, "r") as file:
                     for begin in range(start, stop, 64 * ROWS_PER_HDF5_CHUNK):
                         end = min(stop, begin + 64 * ROWS_PER_HDF5_CHUNK)
-                        rows = {name: file[name][begin:end] for name in NAMES}
+                        rows = {name: file[name][begin:end] for name in names}
                         writer.append(rows)
                         tokens += int(rows["input_mask"].sum(dtype=np.int64))
         else:
             parts = []
             for path, start, stop in sources:
                 with h5py.File(path, "r") as file:
-                    parts.append({name: file[name][start:stop] for name in NAMES})
-            merged = {name: np.concatenate([part[name] for part in parts]) for name in NAMES}
+                    parts.append({name: file[name][start:stop] for name in names})
+            merged = {name: np.concatenate([part[name] for part in parts]) for name in names}
             tokens = int(merged["input_mask"].sum(dtype=np.int64))
             order = np.random.default_rng(permutation_seed).permutation(len(merged["input_ids"]))
             for begin in range(0, len(order), 64 * ROWS_PER_HDF5_CHUNK):

@@ -1,4 +1,5 @@
-"""BERT pretraining instances: sentence pairs for next-sentence prediction, masked for the masked LM.
+"""BERT pretraining instances: sentence pairs for next-sentence prediction, masked for the masked LM
+(or, MLM only, packed full sentences: `create_packed` below).
 
 The semantics are Google's `create_pretraining_data.py` (also NVIDIA's copy of it):
 - a document is a list of sentences; sentences are packed into a chunk until it reaches a target
@@ -10,6 +11,8 @@ The semantics are Google's `create_pretraining_data.py` (also NVIDIA's copy of i
 - the pair is truncated to max_seq_length - 3 tokens, one token at a time from the longer segment,
   from the front or the back at random; then `[CLS] A [SEP] B [SEP]` and masked LM (bert.pretraining.masking);
 - all of this dupe_factor times over the documents, with different random choices each pass.
+
+With `next_sentence=False` (MLM only, RoBERTa's FULL-SENTENCES) there are no pairs: see create_packed.
 
 What differs is the machinery, for speed: sentences are tokenised in batches (with a word cache,
 see bert.tokenization.SentenceEncoder) into one flat int32 array, so a segment is just a (start,
@@ -57,6 +60,7 @@ class ExampleConfig:
     dupe_factor: int = 5
     whole_word_mask: bool = False
     dynamic_masking: bool = False  # store unmasked pairs; the loader masks them each epoch
+    next_sentence: bool = True  # False: MLM-only packed sentences (create_packed), no NSP labels
 
     def __post_init__(self):
         if self.max_seq_length < 8:
@@ -221,6 +225,77 @@ def truncate(pairs: np.ndarray, max_num_tokens: int, rng: np.random.Generator) -
     length_b -= cut_b
 
 
+SEPARATOR = -1  # a piece of create_packed that is the [SEP] between two documents
+
+
+def create_packed(
+    docs: TokenizedDocuments, document_indices: Iterable[int], config: ExampleConfig
+) -> np.ndarray:
+    """MLM-only instances, RoBERTa's FULL-SENTENCES (Liu et al. 2019, section 4.2): the sentences
+    of the given documents, in that order, packed whole into `[CLS] ... [SEP]` instances of at most
+    max_seq_length tokens. A sentence goes to the next instance when it does not fit in this one;
+    one longer than an instance on its own is cut into instance-sized pieces. At a document
+    boundary the instance goes on with the next document after a [SEP] between the two (RoBERTa's
+    "extra separator token"), so an instance may end one document and start the next; only the
+    last instance of the list may be short. No random choices: dupe_factor passes differ by the
+    order of the documents (and the masks). short_seq_prob is not used (RoBERTa has no short
+    sequences).
+
+    Returns int64 [num pieces, 3]: instance index (0, 1, ... in order), start in docs.ids (or
+    SEPARATOR) and length of each piece, the pieces of an instance in order."""
+    room = config.max_seq_length - 2  # [CLS] and the final [SEP]
+    starts = docs.sentence_starts.tolist()
+    document_starts = docs.document_starts.tolist()
+    pieces = []
+    instance, used = 0, 0  # the instance being filled and its tokens so far
+    for document in document_indices:
+        new_document = True
+        for sentence in range(document_starts[document], document_starts[document + 1]):
+            start, length = starts[sentence], starts[sentence + 1] - starts[sentence]
+            while length:
+                separator = 1 if new_document and used else 0
+                take = min(length, room)
+                if used + separator + take > room:  # does not fit: the next instance
+                    instance, used, separator = instance + 1, 0, 0
+                if separator:
+                    pieces.append((instance, SEPARATOR, 1))
+                pieces.append((instance, start, take))
+                used += separator + take
+                start, length, new_document = start + take, length - take, False
+    return np.array(pieces, dtype=np.int64).reshape(-1, 3)
+
+
+def assemble_packed(ids: np.ndarray, pieces: np.ndarray, max_seq_length: int) -> dict[str, np.ndarray]:
+    """`[CLS] pieces [SEP]` + padding for every instance of create_packed at once: input_ids,
+    input_mask, segment_ids (all 0: one segment) and `candidate`, as assemble() makes them."""
+    cls_index, sep_index, pad_index = len(ids) - 3, len(ids) - 2, len(ids) - 1
+    instance, start, length = (
+        pieces[:, 0],
+        np.where(pieces[:, 1] == SEPARATOR, sep_index, pieces[:, 1]),
+        pieces[:, 2],
+    )
+    num_instances = int(instance[-1]) + 1
+    real_length = np.bincount(instance, weights=length, minlength=num_instances).astype(np.int64) + 2
+    # each piece's first column: after [CLS] and the instance's earlier pieces
+    piece_end = np.cumsum(length)
+    instance_start = np.concatenate([[0], piece_end])[np.searchsorted(instance, np.arange(num_instances))]
+    column = 1 + piece_end - length - instance_start[instance]
+    # one entry per token of every piece: its row, column and index in ids
+    token_piece = np.repeat(np.arange(len(pieces)), length)
+    within = np.arange(len(token_piece)) - np.repeat(piece_end - length, length)
+    source = np.full((num_instances, max_seq_length), pad_index, dtype=np.int64)
+    source[:, 0] = cls_index
+    source[instance[token_piece], column[token_piece] + within] = start[token_piece] + within
+    source[np.arange(num_instances), real_length - 1] = sep_index
+    input_mask = np.arange(max_seq_length)[None, :] < real_length[:, None]
+    return {
+        "input_ids": ids[source],
+        "input_mask": input_mask.view(np.int8),
+        "segment_ids": np.zeros((num_instances, max_seq_length), np.int8),
+        "candidate": source < cls_index,
+    }
+
+
 @dataclass(frozen=True)
 class SpecialIds:
     cls: int
@@ -313,11 +388,16 @@ def write_instances(
     order_rng = np.random.default_rng([*seed, 1])
     document_tokens = np.diff(docs.sentence_starts[docs.document_starts])
     with ShardWriter(
-        output, config.max_seq_length, config.max_predictions_per_seq, shard_attrs(config), compressed
+        output,
+        config.max_seq_length,
+        config.max_predictions_per_seq,
+        shard_attrs(config),
+        compressed,
+        next_sentence=config.next_sentence,
     ) as writer:
         if docs.num_documents == 0:
             return stats
-        if docs.num_documents == 1:
+        if docs.num_documents == 1 and config.next_sentence:
             raise UserError(
                 f"{output}: only one document for this shard, and random next segments need another one; "
                 "give more text or fewer output shards"
@@ -331,6 +411,14 @@ def write_instances(
                 np.arange(TOKENS_PER_BATCH, document_tokens.sum(), TOKENS_PER_BATCH),
             )
             for group in np.split(order, cuts):
+                if not config.next_sentence:
+                    pieces = create_packed(docs, group.tolist(), config)
+                    if len(pieces):
+                        batch = assemble_packed(ids, pieces, config.max_seq_length)
+                        writer.append(_masked(batch, config, special, continuation, mask_rng))
+                        stats.instances += len(batch["input_ids"])
+                        stats.tokens += int(batch["input_mask"].sum(dtype=np.int64))
+                    continue
                 pairs = create_pairs(docs, group.tolist(), config, pair_rng)
                 if len(pairs):
                     writer.append(_make_batch(ids, pairs, config, special, continuation, mask_rng))
@@ -343,11 +431,16 @@ def write_instances(
 def _make_batch(
     ids, pairs, config: ExampleConfig, special: SpecialIds, continuation, rng
 ) -> dict[str, np.ndarray]:
-    batch = assemble(ids, pairs, config.max_seq_length)
+    return _masked(assemble(ids, pairs, config.max_seq_length), config, special, continuation, rng)
+
+
+def _masked(batch, config: ExampleConfig, special: SpecialIds, continuation, rng) -> dict[str, np.ndarray]:
+    """An assembled batch masked (or, for dynamic masking, with empty mask slots) and without `candidate`."""
     candidate = batch.pop("candidate")
+    rows = len(batch["input_ids"])
     if config.dynamic_masking:
-        batch["masked_lm_positions"] = np.zeros((len(pairs), config.max_predictions_per_seq), np.int32)
-        batch["masked_lm_ids"] = np.zeros((len(pairs), config.max_predictions_per_seq), np.int32)
+        batch["masked_lm_positions"] = np.zeros((rows, config.max_predictions_per_seq), np.int32)
+        batch["masked_lm_ids"] = np.zeros((rows, config.max_predictions_per_seq), np.int32)
         return batch
     word_start = ~continuation[batch["input_ids"]] if config.whole_word_mask else None
     batch["input_ids"], batch["masked_lm_positions"], batch["masked_lm_ids"] = mask_batch(
@@ -447,6 +540,12 @@ def main() -> None:
     parser.add_argument("--do-lower-case", action=argparse.BooleanOptionalAction, default=True)
     parser.add_argument("--whole-word-mask", action="store_true")
     parser.add_argument(
+        "--next-sentence",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="sentence pairs with NSP labels (BERT); --no-next-sentence: MLM-only packed full sentences",
+    )
+    parser.add_argument(
         "--dynamic-masking", action="store_true", help="store unmasked pairs (the loader masks)"
     )
     parser.add_argument("--num-workers", type=int, default=0, help="processes; 0 = all CPU cores")
@@ -463,6 +562,7 @@ def main() -> None:
             dupe_factor=args.dupe_factor,
             whole_word_mask=args.whole_word_mask,
             dynamic_masking=args.dynamic_masking,
+            next_sentence=args.next_sentence,
         )
     except ValueError as error:
         raise UserError(f"bad option: {error}") from None

@@ -231,7 +231,7 @@ class EpochBatches(Dataset):
         if shard not in self.handles:
             self.handles[shard] = h5py.File(self.data.files[shard], "r")
         handle = self.handles[shard]
-        piece = {key: handle[key][begin:end] for key in NAMES}
+        piece = {key: handle[key][begin:end] for key in NAMES if key in handle}  # MLM only: no NSP labels
         if self.data.dynamic[shard]:
             piece.update(self._mask(piece, shard, begin))
         return piece
@@ -266,11 +266,13 @@ def to_tensors(batch: dict[str, np.ndarray]) -> dict[str, torch.Tensor]:
         values = batch[key][:, :width] if cut else batch[key]
         return torch.from_numpy(np.ascontiguousarray(values, dtype=np.int64))
 
-    return {
+    tensors = {
         "input_ids": column("input_ids", cut=True),
         "token_type_ids": column("segment_ids", cut=True),
         "attention_mask": column("input_mask", cut=True),
         "masked_lm_positions": column("masked_lm_positions"),
         "masked_lm_ids": column("masked_lm_ids"),
-        "next_sentence_labels": column("next_sentence_labels").reshape(-1),
     }
+    if "next_sentence_labels" in batch:  # not in MLM-only shards
+        tensors["next_sentence_labels"] = column("next_sentence_labels").reshape(-1)
+    return tensors

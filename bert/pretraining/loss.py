@@ -1,5 +1,6 @@
 """The pretraining objective `bert.training.train` minimises in the pretraining stages: MLM loss,
-a mean over every masked token of the global batch, plus NSP loss, a mean over its sequences."""
+a mean over every masked token of the global batch, plus NSP loss, a mean over its sequences
+(when the batches have next-sentence labels: not from MLM-only shards)."""
 
 import torch
 from torch import nn
@@ -11,28 +12,33 @@ def pretraining_loss(model: nn.Module, batch: dict) -> tuple[dict[str, torch.Ten
     """BertForPreTraining's MLM and NSP losses (each a mean over the batch's items, see
     `items_per_term`) and the stats the pretraining logs show."""
     out = model(**batch)
+    next_sentence = "next_sentence_labels" in batch
     with torch.no_grad():
         mlm_correct = (out.mlm_logits.argmax(-1) == out.mlm_labels).sum()
-        nsp_correct = (out.nsp_logits.argmax(-1) == batch["next_sentence_labels"].view(-1)).sum()
+        if next_sentence:
+            nsp_correct = (out.nsp_logits.argmax(-1) == batch["next_sentence_labels"].view(-1)).sum()
         mask = batch["attention_mask"]
         padded_slots = mask.numel() - mask.sum()
     stats = {
         "mlm_accuracy": (mlm_correct, out.mlm_labels.numel()),
-        "nsp_accuracy": (nsp_correct, out.nsp_logits.shape[0]),
+        **({"nsp_accuracy": (nsp_correct, out.nsp_logits.shape[0])} if next_sentence else {}),
         # share of the token slots the model ran that held padding (see pretraining_loader)
         "padding_waste": (padded_slots, mask.numel()),
     }
-    return {"mlm_loss": out.mlm_loss, "nsp_loss": out.nsp_loss}, stats
+    terms = {"mlm_loss": out.mlm_loss}
+    if next_sentence:
+        terms["nsp_loss"] = out.nsp_loss
+    return terms, stats
 
 
 def items_per_term(batch: dict) -> dict[str, torch.Tensor | int]:
     """What each loss term averages over, counted from the batch before the forward pass: the
     masked tokens (a used slot has a position other than 0, as BertForPreTraining reads them) and
     the sequences."""
-    return {
-        "mlm_loss": (batch["masked_lm_positions"] != 0).sum(),
-        "nsp_loss": len(batch["next_sentence_labels"]),
-    }
+    items = {"mlm_loss": (batch["masked_lm_positions"] != 0).sum()}
+    if "next_sentence_labels" in batch:
+        items["nsp_loss"] = len(batch["next_sentence_labels"])
+    return items
 
 
 pretraining_objective = Objective(pretraining_loss, items_per_term)

@@ -246,7 +246,8 @@ def _manifest(total, corpus_stats, parts, part_sizes, vocab, lower_case, config,
         "random_next_fraction": round(total.random_next / total.instances, 4),
         "vocab_sha256": hashlib.sha256(Path(vocab).read_bytes()).hexdigest(),
         "params": {
-            **asdict(config),
+            # next_sentence named only when off: the demo's manifest keeps its bytes
+            **{k: v for k, v in asdict(config).items() if k != "next_sentence" or not v},
             "lower_case": lower_case,
             "mode": mode,
             "weights": weights,
