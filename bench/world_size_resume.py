@@ -11,7 +11,6 @@ relative difference of the final weights, and both runs' final training loss.
 
 import argparse
 import json
-import os
 import shutil
 import sys
 import tempfile
@@ -49,9 +48,9 @@ def main() -> None:
             model = json.loads((straight / "model.json").read_text())
             model.update(hidden_dropout_prob=dropout, attention_probs_dropout_prob=dropout)
             (straight / "model.json").write_text(json.dumps(model))
-            port = f"localhost:{29100 + os.getpid() % 500}"
-            set_params(straight, {"pretrain.phase1.max_steps": args.steps, "pretrain.save_every": args.steps // 2,
-                                  "distributed.rdzv_endpoint": port})  # fmt: skip
+            set_params(
+                straight, {"pretrain.phase1.max_steps": args.steps, "pretrain.save_every": args.steps // 2}
+            )
             run(straight)
             resumed = Path(folder) / "resumed"
             shutil.copytree(straight, resumed)

@@ -8,25 +8,34 @@ which reads `--join NODE_RANK` (a node other than the head), relaunches under to
 run asks for more than one process, joins the process group in each rank, runs the work and
 leaves the group, whatever happened.
 
+Where and how the ranks run on this allocation (rendezvous endpoint, timeout, restarts) comes from
+the environment (Execution), never from params: it changes no number.
+
 A lost rank must end the job, not hang the others: collectives time out after timeout_minutes, and
 NCCL's asynchronous error handling (TORCH_NCCL_ASYNC_ERROR_HANDLING=1, unless the user set it)
 turns a timeout or a failed peer into an exit that torchrun sees.
 """
 
 import datetime
+import json
 import logging
 import os
 import signal
+import socket
 import subprocess
 import sys
+import tempfile
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Protocol
 
 import torch
 import torch.distributed as dist
 
 from bert.errors import UserError
+from bert.torchrun import REPORT_ENV, record_rank_error
 
 log = logging.getLogger(__name__)
 
@@ -50,14 +59,59 @@ PREEMPTION_SIGNALS = ("SIGTERM", "SIGUSR1")
 
 
 class LaunchSettings(Protocol):
-    """Where and how a training run's processes start (params.yaml's `distributed`)."""
+    """How many processes a training run has, and how they talk (params.yaml's `distributed`):
+    what can change the numbers, and so part of what DVC tracks."""
 
     nproc_per_node: int
     nnodes: int
-    rdzv_endpoint: str
     backend: str  # auto | nccl | gloo
-    timeout_minutes: float
-    max_restarts: int
+
+
+@dataclass(frozen=True)
+class Execution:
+    """Where and how this allocation runs the ranks, from the environment (docs/operations.md):
+    nothing here changes what is computed, so a new allocation (another head node, port, timeout)
+    changes no tracked file and reruns no stage."""
+
+    rdzv_endpoint: str = "localhost:29500"  # BERT_RDZV_ENDPOINT: the head node's host:port (nnodes > 1)
+    timeout_minutes: float = 30.0  # BERT_DIST_TIMEOUT_MINUTES: the rendezvous, and a collective's wait
+    max_restarts: int = 0  # BERT_MAX_RESTARTS: torchrun restarts the ranks this often after a failure
+
+
+def execution_from_environment(environ=os.environ) -> Execution:
+    """The Execution that BERT_RDZV_ENDPOINT, BERT_DIST_TIMEOUT_MINUTES and BERT_MAX_RESTARTS ask
+    for (each unset or empty: its default); a value that does not fit is one line naming it."""
+    default = Execution()
+    endpoint = environ.get("BERT_RDZV_ENDPOINT") or default.rdzv_endpoint
+    host, _, port = endpoint.rpartition(":")
+    if not host or not port.isdigit() or not 1 <= int(port) <= 65535:
+        raise UserError(
+            f"BERT_RDZV_ENDPOINT={endpoint}: expected HOST:PORT, the head node's address and a free "
+            "port 1-65535 (e.g. node17:29500)"
+        )
+
+    def number(name: str, kind, low: float, high: float, meaning: str):
+        text = environ.get(name) or ""
+        if not text:
+            return None
+        try:
+            value = kind(text)
+        except ValueError:
+            value = None
+        if value is None or not (low < value <= high if kind is float else low <= value <= high):
+            interval = f"in (0, {high:g}]" if kind is float else f"a whole number {low} to {high}"
+            raise UserError(f"{name}={text}: expected {interval} ({meaning})")
+        return value
+
+    timeout = number(
+        "BERT_DIST_TIMEOUT_MINUTES", float, 0, 24 * 60, "minutes the rendezvous and a collective wait"
+    )
+    restarts = number("BERT_MAX_RESTARTS", int, 0, 100, "restarts of the ranks after a failure")
+    return Execution(
+        endpoint,
+        default.timeout_minutes if timeout is None else timeout,
+        default.max_restarts if restarts is None else restarts,
+    )
 
 
 def launch(
@@ -68,28 +122,35 @@ def launch(
     work: Callable[[Distributed], None],
     *,
     checkpoint_dir: str | os.PathLike,
+    log_dir: str | os.PathLike,
 ) -> None:
     """Run a training stage: `python -m <module_args> [--join NODE_RANK]` (join_args: what follows
     the module's own arguments on its command line). In the process that is the run's (alone, or a
     rank under torchrun), call work(distributed) between joining and leaving the process group;
-    otherwise start torchrun on this node and return once every rank has finished (a pre-empted
-    run's line names the newest checkpoint in `checkpoint_dir` actually on disk)."""
+    otherwise start torchrun on this node, each rank's output in log_dir, and return once every
+    rank has finished (a failure is one line naming the rank, its host, its signal or error and its
+    log; a pre-empted run's names the newest checkpoint in `checkpoint_dir` actually on disk)."""
     node_rank = node_rank_to_join(join_args, settings.nnodes, usage)
     if node_rank is None:
         raise UserError(f"usage: {usage}")
+    execution = execution_from_environment()
     if relaunch_under_torchrun(
         module_args,
         settings.nproc_per_node,
         settings.nnodes,
-        settings.rdzv_endpoint,
-        settings.max_restarts,
+        execution,
         node_rank,
         checkpoint_dir=checkpoint_dir,
+        log_dir=log_dir,
     ):
         return
-    distributed = setup_distributed(settings.backend, settings.timeout_minutes)
+    distributed = setup_distributed(settings.backend, execution.timeout_minutes)
     try:
         work(distributed)
+    except BaseException as error:
+        if distributed.world_size > 1 and not isinstance(error, (KeyboardInterrupt, SystemExit)):
+            record_rank_error(error)  # torchrun's report of this rank names it
+        raise
     finally:
         if dist.is_initialized():
             dist.destroy_process_group()
@@ -122,7 +183,7 @@ def setup_distributed(backend: str, timeout_minutes: float) -> Distributed:
 
 
 def _store_of_this_attempt(rank: int, world_size: int, timeout: datetime.timedelta) -> dict:
-    """init_process_group's store when torchrun restarted the ranks (distributed.max_restarts):
+    """init_process_group's store when torchrun restarted the ranks (BERT_MAX_RESTARTS):
     its agent keeps one store for every attempt, so a restarted rank would read the addresses
     the ranks of the failed attempt left there and wait for a dead peer ("Connection refused").
     Each attempt gets keys of its own. {} (the env:// default) for a first attempt."""
@@ -181,26 +242,31 @@ def torchrun_command(
     module_args: list[str],
     nproc_per_node: int,
     nnodes: int,
-    rdzv_endpoint: str,
-    max_restarts: int,
+    execution: Execution,
+    log_dir: str | os.PathLike,
     node_rank: int = 0,
 ) -> list[str]:
-    """The command that starts `python -m <module_args>` on the GPUs of node `node_rank`. torchrun
+    """The command that starts `python -m <module_args>` on the GPUs of node `node_rank`: torchrun
+    (bert.torchrun: each rank's output in log_dir, a failure reported, not traced back). torchrun
     restarts the ranks up to max_restarts times when one fails (each restart resumes from the
-    newest checkpoint). On many nodes the rendezvous is
-    static (rdzv_endpoint is node 0's address), so that global rank 0, which writes every output,
-    runs on node 0: the node whose `dvc repro` records them."""
+    newest checkpoint). One node needs no endpoint (--standalone: a free port of its own, so two
+    runs on one machine never collide); on many nodes the rendezvous is static (rdzv_endpoint is
+    node 0's address), so that global rank 0, which writes every output, runs on node 0: the node
+    whose `dvc repro` records them."""
     if nnodes == 1:
-        rendezvous = ["--rdzv-backend", "c10d", "--rdzv-endpoint", rdzv_endpoint]
+        rendezvous = ["--standalone"]
     else:
-        host, _, port = rdzv_endpoint.rpartition(":")
-        rendezvous = ["--node-rank", str(node_rank), "--master-addr", host, "--master-port", port]
+        host, _, port = execution.rdzv_endpoint.rpartition(":")
+        seconds = max(1, round(execution.timeout_minutes * 60))
+        rendezvous = ["--node-rank", str(node_rank), "--master-addr", host, "--master-port", port,
+                      "--rdzv-conf", f"timeout={seconds}"]  # fmt: skip
     return [
-        sys.executable, "-m", "torch.distributed.run",
+        sys.executable, "-m", "bert.torchrun",
         "--nproc-per-node", str(nproc_per_node),
         "--nnodes", str(nnodes),
         *rendezvous,
-        "--max-restarts", str(max_restarts),
+        "--max-restarts", str(execution.max_restarts),
+        "--log-dir", str(log_dir),
         "-m", *module_args,
     ]  # fmt: skip
 
@@ -225,25 +291,31 @@ def relaunch_under_torchrun(
     module_args: list[str],
     nproc_per_node: int,
     nnodes: int,
-    rdzv_endpoint: str,
-    max_restarts: int,
+    execution: Execution,
     node_rank: int = 0,
     checkpoint_dir: str | os.PathLike | None = None,
+    log_dir: str | os.PathLike = "logs",
 ) -> bool:
     """When the run asks for more than one process and this process is not one of torchrun's
-    yet: run `python -m <module_args>` again under torchrun and return True once every rank has
-    finished (UserError when one failed: torchrun stops the others and prints the failed rank's
-    error). False when this process is the run's (alone, or a rank) and should do the work.
-    A pre-emption signal sent to this process goes on to torchrun, which passes it to the ranks;
-    the error that follows names the newest checkpoint of checkpoint_dir (the stage's) on disk."""
+    yet: wait until every node has come (many nodes), run `python -m <module_args>` again under
+    torchrun and return True once every rank has finished (UserError when one failed: torchrun
+    stops the others, and the line names the first that failed). False when this process is the
+    run's (alone, or a rank) and should do the work. A pre-emption signal sent to this process
+    goes on to torchrun, which passes it to the ranks; the error that follows names the newest
+    checkpoint of checkpoint_dir (the stage's) on disk."""
     under_torchrun = "TORCHELASTIC_RUN_ID" in os.environ or "LOCAL_RANK" in os.environ
     if nproc_per_node * nnodes == 1 or under_torchrun:
         return False
-    command = torchrun_command(module_args, nproc_per_node, nnodes, rdzv_endpoint, max_restarts, node_rank)
+    if nnodes > 1:
+        wait_for_nodes(execution, nnodes, node_rank, f"python -m {' '.join(module_args)}")
+    command = torchrun_command(module_args, nproc_per_node, nnodes, execution, log_dir, node_rank)
     log.info(
-        "launching %d processes on node %d of %d: %s", nproc_per_node, node_rank, nnodes, " ".join(command)
-    )
-    env = {**os.environ}
+        "launching %d processes on node %d of %d (each rank's output in %s/): %s",
+        nproc_per_node, node_rank, nnodes, log_dir, " ".join(command),
+    )  # fmt: skip
+    descriptor, report = tempfile.mkstemp(prefix="torchrun-", suffix=".json")
+    os.close(descriptor)
+    env = {**os.environ, REPORT_ENV: report}
     env.setdefault(NCCL_ERROR_HANDLING, "1")  # a lost rank ends the job instead of hanging it
     env.setdefault("OMP_NUM_THREADS", str(threads_per_rank(nproc_per_node)))
     # torchrun passes these on to the ranks (it dies of SIGUSR1 otherwise: a SLURM --signal sent to
@@ -269,26 +341,129 @@ def relaunch_under_torchrun(
         if received:
             process.send_signal(signal.SIGTERM)
         status = process.wait()
+        try:
+            facts = json.loads(Path(report).read_text() or "null")
+        except (OSError, ValueError):
+            facts = None
     finally:
         for name, handler in previous.items():
             signal.signal(getattr(signal, name), handler)
+        Path(report).unlink(missing_ok=True)
     if received and status:
         raise UserError(f"pre-empted ({received[0]}); {_checkpoint_note(checkpoint_dir, checkpoint_before)}")
     if status:
-        where = "see the rank's error above"
-        if (
-            nnodes > 1 and node_rank == 0
-        ):  # a rendezvous timeout names no rank: the likely cause is a node that never came
-            where += (
-                f"; a rendezvous timeout means not all {nnodes} nodes started: on each other node run "
-                f"`python -m {' '.join(module_args)} --join N` (N = 1 to {nnodes - 1}), not `dvc repro`"
-            )
+        line = f"python -m {' '.join(module_args)} failed: {failure_line(facts, status, log_dir)}"
+        if nnodes > 1:
+            line += f"; the ranks of every node log to {log_dir} on the node"
         if checkpoint_dir:
-            where += f"; {_checkpoint_note(checkpoint_dir, checkpoint_before)}"
-        raise UserError(
-            f"python -m {' '.join(module_args)} failed on at least one rank (exit status {status}); {where}"
-        )
+            line += f"; {_checkpoint_note(checkpoint_dir, checkpoint_before)}"
+        raise UserError(line)
     return True
+
+
+def failure_line(facts: dict | None, status: int, log_dir: str | os.PathLike) -> str:
+    """What bert.torchrun reported about a failed run (its JSON, None when it left none), as words:
+    the first rank that failed, its host, its signal or error, its log; else what stopped torchrun."""
+    if not facts:
+        return f"torchrun exited with status {status} (its log and the ranks': {log_dir})"
+    host = facts["host"]
+    if "rank" in facts:
+        if facts.get("signal"):
+            why = f"died of {facts['signal']}"
+        elif facts.get("message"):
+            why = f"failed: {facts['message']}"
+        else:
+            why = f"exited with status {facts['exitcode']}"
+        line = f"rank {facts['rank']} on {host} (node {facts['node_rank']}, pid {facts['pid']}) {why}; its output: {facts['log']}"
+        others = [rank for rank in facts.get("failed_ranks", []) if rank != facts["rank"]]
+        if others:
+            named = ", ".join(map(str, others))
+            line += f" (then rank{'s' if len(others) > 1 else ''} {named} on this node, logs beside it)"
+        return line
+    if "torchrun_signal" in facts:
+        return f"torchrun on {host} was stopped by {facts['torchrun_signal']} (the ranks' output: {log_dir})"
+    return f"torchrun on {host} failed: {facts['error']} (its log: {log_dir}/torchrun-node{facts['node_rank']}.log)"
+
+
+# How often a node waiting at the rendezvous says who has come.
+REPORT_EVERY_SECONDS = 30.0
+
+
+def wait_for_nodes(execution: Execution, nnodes: int, node_rank: int, command: str) -> None:
+    """Before torchrun, on every node of a many-node run: meet the other nodes at rdzv_endpoint
+    (node 0 listens there), saying every REPORT_EVERY_SECONDS who has joined; return once all
+    nnodes have, then free the port for torchrun's own rendezvous. After timeout_minutes, one line
+    with the fix: on the head, which nodes are missing and their command (`command --join N`); on a
+    joining node that found no head, that the head runs `dvc repro`, and where it looked."""
+    endpoint = execution.rdzv_endpoint
+    host, _, port = endpoint.rpartition(":")
+    minutes = f"{execution.timeout_minutes:g} minutes (BERT_DIST_TIMEOUT_MINUTES)"
+    deadline = time.monotonic() + execution.timeout_minutes * 60
+    if node_rank == 0:
+        try:
+            store = dist.TCPStore(host, int(port), is_master=True, wait_for_workers=False,
+                                  timeout=datetime.timedelta(minutes=execution.timeout_minutes))  # fmt: skip
+        except dist.DistError as error:
+            raise UserError(
+                f"BERT_RDZV_ENDPOINT={endpoint}: this node (the head) cannot listen on port {port} "
+                f"({_first_line(error)}); another run may hold it: choose another port"
+            ) from None
+    else:
+        store = _connect_to_head(host, int(port), deadline, endpoint, minutes)
+    try:
+        store.set(f"node/{node_rank}", socket.gethostname())
+        next_report = time.monotonic() + REPORT_EVERY_SECONDS
+        while True:
+            joined = {n: store.get(f"node/{n}").decode() for n in range(nnodes) if store.check([f"node/{n}"])}
+            missing = [n for n in range(nnodes) if n not in joined]
+            status = f"rendezvous at {endpoint}: {len(joined)} of {nnodes} nodes joined ({_nodes(joined)})"
+            if not missing:
+                break
+            if time.monotonic() > deadline:
+                raise UserError(
+                    f"{status}; node{'s' if len(missing) > 1 else ''} {', '.join(map(str, missing))} did not "
+                    f"join within {minutes}: on each of them run `{command} --join N` (N its node rank) with "
+                    f"BERT_RDZV_ENDPOINT={endpoint}, and `dvc repro` on the head only"
+                )
+            if time.monotonic() >= next_report:
+                log.info("%s; waiting for node %s", status, ", ".join(map(str, missing)))
+                next_report += REPORT_EVERY_SECONDS
+            time.sleep(0.1)
+        log.info(status)
+        if node_rank == 0:  # keep listening until every node has seen the list (or given up on it)
+            while store.add("seen", 0) < nnodes - 1 and time.monotonic() < deadline:
+                time.sleep(0.05)
+        else:
+            store.add("seen", 1)
+    except dist.DistError as error:
+        raise UserError(f"rendezvous at {endpoint}: lost the head node ({_first_line(error)})") from None
+    finally:
+        del store
+
+
+def _connect_to_head(host: str, port: int, deadline: float, endpoint: str, minutes: str):
+    """A joining node's connection to the head's rendezvous, tried until the deadline."""
+    while True:
+        left = deadline - time.monotonic()
+        try:
+            attempt = datetime.timedelta(seconds=max(1.0, min(REPORT_EVERY_SECONDS, left)))
+            return dist.TCPStore(host, port, is_master=False, wait_for_workers=False, timeout=attempt)
+        except dist.DistError:
+            if time.monotonic() >= deadline:
+                raise UserError(
+                    f"rendezvous at {endpoint}: no head node answered within {minutes}: the head node "
+                    "(node 0) must run the stage, with `dvc repro`, and this node joins it; check that "
+                    "BERT_RDZV_ENDPOINT is the head's address and a port it can open"
+                ) from None
+            log.info("rendezvous at %s: waiting for the head node (it runs `dvc repro`)", endpoint)
+
+
+def _nodes(joined: dict[int, str]) -> str:
+    return ", ".join(f"node {n} on {host}" for n, host in sorted(joined.items()))
+
+
+def _first_line(error: BaseException) -> str:
+    return (str(error).strip().splitlines() or [type(error).__name__])[0]
 
 
 def threads_per_rank(nproc_per_node: int) -> int:

@@ -1,11 +1,14 @@
-"""Set values in params.yaml from the command line, keeping its comments and layout:
+"""Set values in params.yaml from the command line, keeping its comments and layout (indentation,
+long lines, `null`: only the lines of the keys set change):
 
-    python -m scripts.set_params distributed.nnodes=4 distributed.rdzv_endpoint=node17:29500
+    python -m scripts.set_params distributed.nnodes=4 distributed.nproc_per_node=8
 
-Each value is read as YAML (4 is a number, true a boolean, node17:29500 a string). The result is
+Each value is read as YAML (4 is a number, true a boolean, node17 a string). The result is
 checked with the stages' own schema before it replaces params.yaml, so a misspelt key or a value
-out of range is one line and the file is left as it was. The SLURM script uses it to write the
-job's nodes into params.yaml, where every node (and `dvc repro`) reads them.
+out of range is one line and the file is left as it was; values it already holds leave it
+untouched. The SLURM script uses it for the job's world size (a param: it changes the numbers);
+where the job runs (the head node, the port, timeouts) is not a param but the environment
+(docs/operations.md#execution-settings).
 """
 
 import io
@@ -26,7 +29,13 @@ def set_params(path: Path, assignments: list[str]) -> None:
     if not assignments:
         raise UserError(USAGE)
     round_trip = YAML()
-    document = round_trip.load(path.read_text(encoding="utf-8"))
+    round_trip.width = 1 << 16  # never wrap a long URL
+    round_trip.indent(mapping=2, sequence=4, offset=2)  # params.yaml's own
+    round_trip.representer.add_representer(
+        type(None), lambda representer, _: representer.represent_scalar("tag:yaml.org,2002:null", "null")
+    )
+    before = path.read_text(encoding="utf-8")
+    document = round_trip.load(before)
     for assignment in assignments:
         dotted, equals, text = assignment.partition("=")
         if not equals or not dotted:
@@ -42,6 +51,8 @@ def set_params(path: Path, assignments: list[str]) -> None:
         node[last] = yaml.safe_load(text)
     buffer = io.StringIO()
     round_trip.dump(document, buffer)
+    if buffer.getvalue() == before:
+        return  # nothing changes: the file keeps its time stamp too
     with atomic_file(path) as temporary:  # replaces params.yaml only if the schema accepts it
         temporary.write_text(buffer.getvalue(), encoding="utf-8")
         load_params(temporary)  # one line naming the key when a value does not fit

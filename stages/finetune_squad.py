@@ -43,6 +43,7 @@ def main() -> None:
         params.distributed,
         lambda distributed: run(params, distributed),
         checkpoint_dir=layout.checkpoints("squad"),
+        log_dir=layout.logs("squad"),
     )
 
 

@@ -43,6 +43,7 @@ def main() -> None:
         params.distributed,
         lambda distributed: run(task, params, distributed),
         checkpoint_dir=layout.checkpoints(f"tasks/{task.name}"),
+        log_dir=layout.logs(f"tasks/{task.name}"),
     )
 
 

@@ -3,6 +3,7 @@ comes from here. dvc.yaml names the same paths for DVC (tests/test_layout.py hol
 and the library (bert/) takes paths as arguments and knows none of them.
 """
 
+import os
 from pathlib import Path
 
 from bert.errors import UserError
@@ -76,6 +77,13 @@ def checkpoints(run: str) -> Path:
     """A training run's checkpoints (phase1, phase2, squad, tasks/<task>): outside DVC's outputs,
     so that a killed stage resumes from them."""
     return DATA / "checkpoints" / run
+
+
+def logs(run: str) -> Path:
+    """The output of each rank of a training run on several processes (rank<R>.log, torchrun's
+    torchrun-node<N>.log): under BERT_LOG_DIR when set (an execution setting, like the rendezvous:
+    not a param), else data/logs/. Not a DVC output, git-ignored; the next run overwrites them."""
+    return Path(os.environ.get("BERT_LOG_DIR") or DATA / "logs") / run
 
 
 def live(run: str) -> Path:

@@ -171,11 +171,9 @@ class Pretrain:
 class Distributed:
     nproc_per_node: Count
     nnodes: Count
-    rdzv_endpoint: str
     backend: Literal["auto", "nccl", "gloo"]
-    # How long a collective waits for a lost peer before the job fails (init_process_group's timeout).
-    timeout_minutes: Annotated[float, Range(0, 24 * 60, low_open=True)]
-    max_restarts: Annotated[int, Range(0, 100)]  # torchrun restarts the ranks this often after a failure
+    # Where and how the ranks run (rendezvous endpoint, timeouts, restarts, logs) is not a param: it
+    # changes no number, so it comes from the environment (bert.distributed.Execution).
 
 
 @dataclass

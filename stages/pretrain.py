@@ -11,8 +11,8 @@ With distributed.nproc_per_node x nnodes > 1 the stage starts itself again under
     python -m stages.pretrain phase1|phase2 --join NODE_RANK
 
 On many nodes, the head node runs the stage (`dvc repro`: node 0, where rank 0 writes every output)
-and each other node runs this: torchrun with that node rank and the rendezvous of params.yaml. It
-never touches DVC and writes nothing but its log.
+and each other node runs this: torchrun with that node rank, meeting the head at BERT_RDZV_ENDPOINT
+(docs/operations.md, execution settings). It never touches DVC and writes nothing but its ranks' logs.
 """
 
 import logging
@@ -51,6 +51,7 @@ def main() -> None:
         params.distributed,
         lambda distributed: pretrain(params, phase, distributed),
         checkpoint_dir=layout.checkpoints(phase),
+        log_dir=layout.logs(phase),
     )
 
 

@@ -4,6 +4,7 @@ extended, pre-emption, NCCL settings, apex interop, resume agreement between ran
 import dataclasses
 import logging
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -15,7 +16,7 @@ from torch import nn
 
 import bert.distributed
 from bert.checkpoints import list_checkpoints, load_checkpoint, save_checkpoint
-from bert.distributed import relaunch_under_torchrun, setup_distributed, torchrun_command
+from bert.distributed import Execution, relaunch_under_torchrun, setup_distributed, torchrun_command
 from bert.errors import UserError, run_main
 from bert.modeling import BertForPreTraining
 from bert.optim import Lamb, build_optimizer, fit_optimizer_state, warmup_poly_schedule
@@ -141,19 +142,63 @@ def test_join_takes_a_node_rank_of_the_params_nodes():
         match=r"^--join 2: distributed.nnodes is 2 in params.yaml, so the nodes that join are 1 to 1",
     ):
         node_rank_to_join(["--join", "2"], 2, "usage")
-    command = torchrun_command(["stages.pretrain", "phase1"], 8, 2, "head.cluster:29500", 0, node_rank=1)
-    assert command[command.index("--node-rank") + 1 :][:5] == [
-        "1",
-        "--master-addr",
-        "head.cluster",
-        "--master-port",
-        "29500",
-    ]
-
-
-def test_torchrun_command_passes_max_restarts():
-    command = torchrun_command(["stages.pretrain", "phase1"], 8, 2, "head:29500", 3)
+    execution = Execution("head.cluster:29500", timeout_minutes=2, max_restarts=3)
+    command = torchrun_command(["stages.pretrain", "phase1"], 8, 2, execution, "logs/phase1", node_rank=1)
+    assert command[command.index("--node-rank") + 1 :][:7] == [
+        "1", "--master-addr", "head.cluster", "--master-port", "29500", "--rdzv-conf", "timeout=120",
+    ]  # fmt: skip
     assert command[command.index("--max-restarts") + 1] == "3"
+    assert command[command.index("--log-dir") + 1] == "logs/phase1"
+    # one node needs no endpoint: a port of its own, so that two runs on one machine never collide
+    alone = torchrun_command(["stages.pretrain", "phase1"], 8, 1, execution, "logs")
+    assert "--standalone" in alone and "head.cluster" not in " ".join(alone)
+
+
+def test_execution_settings_come_from_the_environment_with_defaults():
+    from bert.distributed import execution_from_environment
+
+    assert execution_from_environment({}) == Execution("localhost:29500", 30.0, 0)
+    assert execution_from_environment({"BERT_RDZV_ENDPOINT": ""}) == Execution()  # empty: the default
+    given = {
+        "BERT_RDZV_ENDPOINT": "node17:29400",
+        "BERT_DIST_TIMEOUT_MINUTES": "2.5",
+        "BERT_MAX_RESTARTS": "2",
+    }
+    assert execution_from_environment(given) == Execution("node17:29400", 2.5, 2)
+    for name, value, words in [
+        ("BERT_RDZV_ENDPOINT", "node17", "BERT_RDZV_ENDPOINT=node17: expected HOST:PORT"),
+        ("BERT_RDZV_ENDPOINT", "node17:0", "BERT_RDZV_ENDPOINT=node17:0: expected HOST:PORT"),
+        ("BERT_DIST_TIMEOUT_MINUTES", "0", "BERT_DIST_TIMEOUT_MINUTES=0: expected in (0, 1440]"),
+        ("BERT_DIST_TIMEOUT_MINUTES", "ten", "BERT_DIST_TIMEOUT_MINUTES=ten: expected in (0, 1440]"),
+        ("BERT_MAX_RESTARTS", "1.5", "BERT_MAX_RESTARTS=1.5: expected a whole number 0 to 100"),
+    ]:
+        with pytest.raises(UserError, match=rf"^{re.escape(words)}"):
+            execution_from_environment({name: value})
+
+
+def test_failure_lines_name_the_rank_host_signal_or_error_and_log():
+    from bert.distributed import failure_line
+
+    rank = {"host": "gpu17", "node_rank": 1, "rank": 9, "pid": 77, "exitcode": -9, "signal": "SIGKILL",
+            "message": None, "log": "data/logs/phase1/rank9.log", "failed_ranks": [9]}  # fmt: skip
+    assert failure_line(rank, 1, "data/logs/phase1") == (
+        "rank 9 on gpu17 (node 1, pid 77) died of SIGKILL; its output: data/logs/phase1/rank9.log"
+    )
+    raised = {**rank, "exitcode": 1, "signal": None, "message": "ValueError: nan", "failed_ranks": [8, 9, 10]}
+    assert failure_line(raised, 1, "logs") == (
+        "rank 9 on gpu17 (node 1, pid 77) failed: ValueError: nan; its output: data/logs/phase1/rank9.log "
+        "(then ranks 8, 10 on this node, logs beside it)"
+    )
+    assert failure_line({**raised, "message": None, "failed_ranks": [9]}, 1, "logs").endswith(
+        "(node 1, pid 77) exited with status 1; its output: data/logs/phase1/rank9.log"
+    )
+    assert failure_line({"host": "gpu1", "node_rank": 0, "torchrun_signal": "SIGTERM"}, 1, "logs") == (
+        "torchrun on gpu1 was stopped by SIGTERM (the ranks' output: logs)"
+    )
+    assert failure_line(
+        {"host": "gpu1", "node_rank": 0, "error": "DistStoreError: timed out"}, 1, "logs"
+    ) == ("torchrun on gpu1 failed: DistStoreError: timed out (its log: logs/torchrun-node0.log)")
+    assert failure_line(None, 2, "logs") == "torchrun exited with status 2 (its log and the ranks': logs)"
 
 
 class FakeTorchrun:
@@ -185,7 +230,7 @@ def test_launcher_turns_on_nccl_async_error_handling_unless_the_user_set_it(monk
         "Popen",
         lambda command, env: started.append(FakeTorchrun(command, env)) or started[-1],
     )
-    assert relaunch_under_torchrun(["stages.pretrain", "phase1"], 2, 1, "localhost:1", 0) is True
+    assert relaunch_under_torchrun(["stages.pretrain", "phase1"], 2, 1, Execution()) is True
     assert started[0].env["TORCH_NCCL_ASYNC_ERROR_HANDLING"] == (user_value or "1")
     # torchrun's own option (PET_): it overwrites TORCHELASTIC_SIGNALS_TO_HANDLE, and died of SIGUSR1
     assert {"SIGTERM", "SIGUSR1"} <= set(started[0].env["PET_SIGNALS_TO_HANDLE"].split(","))
@@ -206,6 +251,7 @@ def test_launcher_sets_the_threads_of_the_ranks_unless_the_user_did(monkeypatch,
     monkeypatch.delenv("LOCAL_RANK", raising=False)
     monkeypatch.delenv("TORCHELASTIC_RUN_ID", raising=False)
     monkeypatch.setattr(bert.distributed.os, "sched_getaffinity", lambda pid: set(range(16)))
+    monkeypatch.setattr(bert.distributed, "wait_for_nodes", lambda *args: None)
     if user_value is None:
         monkeypatch.delenv("OMP_NUM_THREADS", raising=False)
     else:
@@ -217,7 +263,7 @@ def test_launcher_sets_the_threads_of_the_ranks_unless_the_user_did(monkeypatch,
         lambda command, env: started.append(FakeTorchrun(command, env)) or started[-1],
     )
     for nproc_per_node, nnodes in [(4, 1), (1, 4)]:
-        relaunch_under_torchrun(["stages.pretrain", "phase1"], nproc_per_node, nnodes, "localhost:1", 0)
+        relaunch_under_torchrun(["stages.pretrain", "phase1"], nproc_per_node, nnodes, Execution())
     assert [run.env["OMP_NUM_THREADS"] for run in started] == [user_value or "4", user_value or "16"]
 
 
@@ -243,7 +289,7 @@ def _newest_checkpoint_line(tmp_path, monkeypatch, before: list[int], during: li
 
     monkeypatch.setattr(bert.distributed.subprocess, "Popen", popen)
     with pytest.raises(UserError) as error:
-        relaunch_under_torchrun(["stages.pretrain", "phase1"], 2, 1, "localhost:1", 0, checkpoint_dir=folder)
+        relaunch_under_torchrun(["stages.pretrain", "phase1"], 2, 1, Execution(), checkpoint_dir=folder)
     assert started[0].signals == [signal.SIGTERM]  # the signal every torchrun passes on
     assert signal.getsignal(signal.SIGUSR1) is signal.SIG_DFL
     return str(error.value)
@@ -289,9 +335,7 @@ def test_a_signal_that_comes_while_torchrun_starts_is_passed_on_once_it_runs(mon
     previous = signal.signal(signal.SIGTERM, signal.SIG_IGN)
     try:
         with pytest.raises(UserError, match=r"^pre-empted \(SIGTERM\); no checkpoint in "):
-            relaunch_under_torchrun(
-                ["stages.pretrain", "phase1"], 2, 1, "localhost:1", 0, checkpoint_dir="none"
-            )
+            relaunch_under_torchrun(["stages.pretrain", "phase1"], 2, 1, Execution(), checkpoint_dir="none")
         assert inherited[0] not in (signal.SIG_IGN, signal.SIG_DFL)
         assert started[0].signals == [signal.SIGTERM]
         assert signal.getsignal(signal.SIGTERM) is signal.SIG_IGN  # restored
@@ -437,46 +481,51 @@ def test_ranks_that_cannot_read_rank_0s_checkpoint_stop_the_job_naming_it(tmp_pa
     (folders[2] / "ckpt").mkdir()
     (folders[2] / "ckpt/step-00000002.pt").write_bytes(b"another file")
     command = torchrun_command(
-        ["tests.support.resume_worker", *map(str, folders)], 3, 1, f"localhost:{29600 + os.getpid() % 300}", 0
+        ["tests.support.resume_worker", *map(str, folders)], 3, 1, Execution(), tmp_path / "logs"
     )
     env = {**os.environ, "PYTHONPATH": str(REPO), "OMP_NUM_THREADS": "1"}
     result = subprocess.run(command, cwd=REPO, capture_output=True, text=True, timeout=180, env=env)
     assert result.returncode != 0
+    output = result.stderr + "".join(p.read_text() for p in (tmp_path / "logs").glob("rank*.log"))
     assert (
         "error: ckpt/step-00000002.pt: rank 0 resumes from it (step 2) but on rank 1 it is missing, "
-        "on rank 2 it holds other bytes" in result.stderr
-    ), result.stderr[-3000:]
-    assert "the checkpoint folder must be one filesystem that every node shares" in result.stderr
+        "on rank 2 it holds other bytes" in output
+    ), output[-3000:]
+    assert "the checkpoint folder must be one filesystem that every node shares" in output
 
 
 def test_a_signal_to_one_rank_stops_every_rank_at_the_same_step(tmp_path):
-    command = torchrun_command(
-        ["tests.support.preempt_worker", str(tmp_path)], 2, 1, f"localhost:{29900 + os.getpid() % 90}", 0
-    )
+    logs = tmp_path / "logs"
+    command = torchrun_command(["tests.support.preempt_worker", str(tmp_path)], 2, 1, Execution(), logs)
     env = {**os.environ, "PYTHONPATH": str(REPO), "OMP_NUM_THREADS": "1"}
     result = subprocess.run(command, cwd=REPO, capture_output=True, text=True, timeout=180, env=env)
     assert result.returncode != 0
-    assert (
-        f"error: pre-empted by SIGUSR1 at step 3 (checkpoint of step 3 in {tmp_path})" in result.stderr
-    )  # rank 1
-    assert "error: pre-empted by a signal to another rank at step 3" in result.stderr, result.stderr[
-        -3000:
-    ]  # rank 0
+    rank1 = (logs / "rank1.log").read_text()
+    assert f"error: pre-empted by SIGUSR1 at step 3 (checkpoint of step 3 in {tmp_path})" in rank1, rank1
+    assert "error: pre-empted by a signal to another rank at step 3" in result.stderr, result.stderr[-3000:]
+    assert "error: pre-empted by a signal to another rank at step 3" in (logs / "rank0.log").read_text()
     (checkpoint,) = list_checkpoints(tmp_path)
     state = load_checkpoint(checkpoint)
     assert state["step"] == 3 and len(state["rng"]) == 2
 
 
-def test_set_params_writes_the_job_into_params_yaml_keeping_comments_or_changes_nothing(tmp_path):
+def test_set_params_writes_the_job_into_params_yaml_keeping_its_layout_or_changes_nothing(tmp_path):
     from scripts.set_params import set_params
     from stages.params import load_params
 
     path = tmp_path / "params.yaml"
-    path.write_text((REPO / "params.yaml").read_text())
-    set_params(path, ["distributed.nnodes=4", "distributed.rdzv_endpoint=node17:29500"])
+    original = (REPO / "params.yaml").read_text()
+    path.write_text(original)
+    set_params(path, ["distributed.nnodes=1", "distributed.nproc_per_node=1"])  # the values it holds
+    assert path.read_text() == original
+    set_params(path, ["distributed.nnodes=4", "distributed.nproc_per_node=8"])
     params = load_params(path)
-    assert params.distributed.nnodes == 4 and params.distributed.rdzv_endpoint == "node17:29500"
-    assert "# a collective waiting longer for a lost rank" in path.read_text()  # comments kept
+    assert params.distributed.nnodes == 4 and params.distributed.nproc_per_node == 8
+    changed = [(a, b) for a, b in zip(original.splitlines(), path.read_text().splitlines()) if a != b]
+    assert changed == [("  nproc_per_node: 1", "  nproc_per_node: 8"), ("  nnodes: 1", "  nnodes: 4")]
+    assert len(path.read_text().splitlines()) == len(
+        original.splitlines()
+    )  # comments, nulls, long lines kept
     before = path.read_bytes()
     for assignments, words in [
         (["distributed.nodes=2"], "distributed.nodes is not a key of params.yaml"),
@@ -491,21 +540,67 @@ def test_set_params_writes_the_job_into_params_yaml_keeping_comments_or_changes_
     assert not [p for p in tmp_path.iterdir() if p.name != "params.yaml"]  # no temporaries left
 
 
-def test_a_head_whose_nodes_never_joined_says_how_to_start_them(monkeypatch):
-    monkeypatch.delenv("LOCAL_RANK", raising=False)
-    monkeypatch.delenv("TORCHELASTIC_RUN_ID", raising=False)
-    monkeypatch.setattr(
-        bert.distributed.subprocess, "Popen", lambda command, env: FakeTorchrun(command, env, status=1)
-    )
+def _free_port() -> int:
+    import socket
+
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+def test_the_rendezvous_says_who_joined_and_times_out_with_the_fix_on_both_sides(monkeypatch, caplog):
+    """On 127.0.0.1, a timeout of 1.2 s and a report every 0.3 s: a head whose node 1 never comes
+    names it and its command; a node that finds no head says the head runs `dvc repro`; a head and
+    a node that both come meet and free the port for torchrun."""
+    import socket
+    import threading
+
+    from bert.distributed import wait_for_nodes
+
+    monkeypatch.setattr(bert.distributed, "REPORT_EVERY_SECONDS", 0.3)
+    caplog.set_level("INFO", logger="bert.distributed")
+    endpoint = f"127.0.0.1:{_free_port()}"
+    quick = Execution(endpoint, timeout_minutes=0.02)
     with pytest.raises(UserError) as raised:
-        relaunch_under_torchrun(["stages.pretrain", "phase1"], 8, 3, "head:29500", 0)
-    assert str(raised.value).endswith(
-        "a rendezvous timeout means not all 3 nodes started: on each other node run "
-        "`python -m stages.pretrain phase1 --join N` (N = 1 to 2), not `dvc repro`"
+        wait_for_nodes(quick, 2, 0, "python -m stages.pretrain phase1")
+    host = socket.gethostname()
+    assert str(raised.value) == (
+        f"rendezvous at {endpoint}: 1 of 2 nodes joined (node 0 on {host}); node 1 did not join within "
+        "0.02 minutes (BERT_DIST_TIMEOUT_MINUTES): on each of them run `python -m stages.pretrain phase1 "
+        f"--join N` (N its node rank) with BERT_RDZV_ENDPOINT={endpoint}, and `dvc repro` on the head only"
     )
-    with pytest.raises(UserError) as raised:  # a joining node gets no such advice
-        relaunch_under_torchrun(["stages.pretrain", "phase1"], 8, 3, "head:29500", 0, node_rank=1)
-    assert str(raised.value).endswith("see the rank's error above")
+    assert (
+        f"rendezvous at {endpoint}: 1 of 2 nodes joined (node 0 on {host}); waiting for node 1" in caplog.text
+    )
+
+    with pytest.raises(UserError) as raised:
+        wait_for_nodes(quick, 2, 1, "python -m stages.pretrain phase1")
+    assert str(raised.value).startswith(
+        f"rendezvous at {endpoint}: no head node answered within 0.02 minutes (BERT_DIST_TIMEOUT_MINUTES): "
+        "the head node (node 0) must run the stage, with `dvc repro`, and this node joins it"
+    )
+
+    errors = []
+    node = threading.Thread(
+        target=lambda: _catch(errors, wait_for_nodes, Execution(endpoint, 0.5), 2, 1, "x")
+    )
+    node.start()
+    wait_for_nodes(Execution(endpoint, 0.5), 2, 0, "x")
+    node.join()
+    assert not errors
+    assert (
+        f"rendezvous at {endpoint}: 2 of 2 nodes joined (node 0 on {host}, node 1 on {host})" in caplog.text
+    )
+    with socket.socket() as again:  # the port is free again for torchrun's own rendezvous
+        again.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        again.bind(("127.0.0.1", int(endpoint.rpartition(":")[2])))
+
+
+def _catch(errors, function, *args):
+    try:
+        function(*args)
+    except Exception as error:
+        errors.append(error)
 
 
 def test_a_preempted_rank_names_the_checkpoint_the_disk_holds(tmp_path):

@@ -1,14 +1,16 @@
 """DDP on CPU (gloo): 2 ranks == 1 rank at the same global batch; a failing rank fails the job."""
 
 import os
+import re
 import shutil
+import socket
 import subprocess
 
 import pytest
 import torch
 
 from bert.checkpoints import list_checkpoints, load_checkpoint
-from bert.distributed import relaunch_under_torchrun, torchrun_command
+from bert.distributed import Execution, relaunch_under_torchrun, torchrun_command
 from bert.errors import UserError
 from bert.pretraining.loader import PretrainingData
 from tests.support.ddp_train_worker import train_tiny
@@ -86,7 +88,7 @@ def test_token_weighted_loss_makes_two_ranks_and_accumulation_equal_one_big_batc
 
     command = torchrun_command(
         ["tests.support.ddp_train_worker", str(folder), "16", "8", str(tmp_path / "2x8.pt"), "4", str(tmp_path / "2x4x2.pt")],
-        2, 1, f"localhost:{29733 + os.getpid() % 200}", 0,
+        2, 1, Execution(), tmp_path / "logs",
     )  # fmt: skip
     ranks = subprocess.Popen(
         command, cwd=REPO, env=_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
@@ -109,25 +111,30 @@ def test_token_weighted_loss_makes_two_ranks_and_accumulation_equal_one_big_batc
     )
 
 
-def test_failing_rank_fails_the_whole_job_without_hanging():
-    command = torchrun_command(["tests.support.ddp_worker", "1"], 2, 1, "localhost:29731", 0)
-    result = subprocess.run(command, cwd=REPO, capture_output=True, text=True, timeout=180, env=_env())
-    assert result.returncode != 0
-    assert "rank 1 failed on purpose at step 3" in result.stderr
-
-
-def test_relaunch_only_when_more_than_one_process_and_a_failed_rank_is_one_clear_error(monkeypatch):
+def test_a_failing_rank_fails_the_job_with_one_line_naming_it_and_its_log(tmp_path, monkeypatch):
+    """Through the launcher, as a stage: rank 1 raises at step 3; the job ends (rank 0 does not
+    hang), and the last line names the rank, its host, its error and its log file, which holds
+    the traceback; torchrun's own report goes to its log, not the console."""
     monkeypatch.delenv("LOCAL_RANK", raising=False)
     monkeypatch.delenv("TORCHELASTIC_RUN_ID", raising=False)
-    assert relaunch_under_torchrun(["tests.no_such_module"], 1, 1, "localhost:29732", 0) is False
+    assert relaunch_under_torchrun(["tests.no_such_module"], 1, 1, Execution()) is False
     monkeypatch.setenv("LOCAL_RANK", "0")  # already one of torchrun's ranks: do the work
-    assert relaunch_under_torchrun(["tests.no_such_module"], 2, 1, "localhost:29732", 0) is False
+    assert relaunch_under_torchrun(["tests.no_such_module"], 2, 1, Execution()) is False
     monkeypatch.delenv("LOCAL_RANK")
     monkeypatch.chdir(REPO)
-    with pytest.raises(
-        UserError, match=r"python -m tests.no_such_module failed on at least one rank \(exit status"
-    ):
-        relaunch_under_torchrun(["tests.no_such_module"], 2, 1, "localhost:29732", 0)
+    monkeypatch.setenv("OMP_NUM_THREADS", "1")
+    logs = tmp_path / "logs"
+    with pytest.raises(UserError) as raised:
+        relaunch_under_torchrun(["tests.support.ddp_worker", "1"], 2, 1, Execution(), log_dir=logs)
+    assert re.fullmatch(
+        rf"python -m tests.support.ddp_worker 1 failed: rank 1 on {socket.gethostname()} \(node 0, pid \d+\) "
+        rf"failed: RuntimeError: rank 1 failed on purpose at step 3; its output: {logs}/rank1.log"
+        r" \(then rank 0 on this node, logs beside it\)",
+        str(raised.value),
+    ), str(raised.value)
+    rank1 = (logs / "rank1.log").read_text()
+    assert "Traceback" in rank1 and "RuntimeError: rank 1 failed on purpose at step 3" in rank1
+    assert "ChildFailedError" not in (logs / "torchrun-node0.log").read_text() + rank1
 
 
 def _env():

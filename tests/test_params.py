@@ -181,8 +181,6 @@ NAN, INF = math.nan, math.inf
         ("mixing.num_output_shards", 0, ["mixing.num_output_shards is 0", ">= 1"]),
         ("distributed.nproc_per_node", 0, ["distributed.nproc_per_node is 0", ">= 1"]),
         ("distributed.nnodes", 0, ["distributed.nnodes is 0", ">= 1"]),
-        ("distributed.timeout_minutes", 0, ["distributed.timeout_minutes is 0", "in (0, 1440]"]),
-        ("distributed.max_restarts", -1, ["distributed.max_restarts is -1", "in [0, 100]"]),
         ("benchmark.batch_size", 0, ["benchmark.batch_size is 0", ">= 1"]),
         ("benchmark.steps", 0, ["benchmark.steps is 0", ">= 1"]),
         ("benchmark.warmup_steps", -1, ["benchmark.warmup_steps is -1", ">= 0"]),

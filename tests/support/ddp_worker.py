@@ -1,18 +1,24 @@
-"""Run by test_distributed under torchrun: a small DDP training run in which one rank fails."""
+"""Run by test_distributed under torchrun, through the stages' launcher: a small DDP training run
+in which one rank fails."""
 
 import sys
+from types import SimpleNamespace
 
 import torch
 from torch import nn
 
-from bert.distributed import setup_distributed
+from bert.distributed import Distributed, launch
 from bert.optim import build_optimizer, warmup_poly_schedule
 from bert.training import TrainConfig, per_row, train
 
 
 def main() -> None:
-    failing_rank = int(sys.argv[1])
-    distributed = setup_distributed("gloo", 5)
+    settings = SimpleNamespace(nproc_per_node=2, nnodes=1, backend="gloo")
+    launch(["tests.support.ddp_worker", sys.argv[1]], [], "ddp_worker RANK", settings,
+           lambda distributed: work(int(sys.argv[1]), distributed), checkpoint_dir="", log_dir="logs")  # fmt: skip
+
+
+def work(failing_rank: int, distributed: Distributed) -> None:
     torch.manual_seed(0)
     model = nn.Linear(4, 1)
     optimizer = build_optimizer(model, "adamw", 1e-2, 0.0)

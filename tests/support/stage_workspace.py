@@ -78,7 +78,6 @@ def make_workspace(root: Path, nproc: int = 1, micro_batch_size: int = 8, **pret
             **{f"pretrain.phase1.{key}": value for key, value in phase.items()},
             **{f"pretrain.phase2.{key}": value for key, value in phase.items()},
             "distributed.nproc_per_node": nproc,
-            "distributed.rdzv_endpoint": f"localhost:{29500 + os.getpid() % 1000}",
         },
     )
     (root / "data/vocab").mkdir(parents=True)
