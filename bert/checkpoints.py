@@ -73,6 +73,12 @@ def list_checkpoints(directory: str | Path) -> list[Path]:
     return sorted(Path(directory).glob(CHECKPOINT_GLOB))
 
 
+def newest_checkpoint(directory: str | Path | None) -> Path | None:
+    """The newest checkpoint file of `directory`, as the disk has it now; None when there is none."""
+    found = list_checkpoints(directory) if directory else []
+    return found[-1] if found else None
+
+
 def checkpoint_step(path: str | Path) -> int:
     """The step of a checkpoint file, read from its name (step-<step>.pt: save_checkpoint renames a
     whole file to it), so that naming a checkpoint does not load gigabytes."""

@@ -477,10 +477,10 @@ def threads_per_rank(nproc_per_node: int) -> int:
 
 def _newest_checkpoint(checkpoint_dir) -> tuple | None:
     """(path, modification time) of the newest checkpoint of checkpoint_dir; None when there is none."""
-    from bert.checkpoints import list_checkpoints  # it imports this module
+    from bert.checkpoints import newest_checkpoint  # it imports this module
 
-    found = list_checkpoints(checkpoint_dir)[-1:] if checkpoint_dir else []
-    return (found[0], found[0].stat().st_mtime_ns) if found else None
+    newest = newest_checkpoint(checkpoint_dir)
+    return (newest, newest.stat().st_mtime_ns) if newest else None
 
 
 def _checkpoint_note(checkpoint_dir, before: tuple | None) -> str:

@@ -17,23 +17,13 @@ Relative sources get relative links, so a moved or cloned project still resolves
 """
 
 import os
-import urllib.parse
-import urllib.request
 from collections.abc import Sequence
 from pathlib import Path
 
+from bert.download.transport import local_path
 from bert.errors import UserError
 
 LISTING = "sources.txt"
-
-
-def local_path(source: str) -> Path | None:
-    """The path of a local source (a path or a file:// URL), None for a remote URL."""
-    if source.startswith("file://"):
-        return Path(urllib.request.url2pathname(urllib.parse.urlparse(source).path))
-    if "://" in source:
-        return None
-    return Path(source)
 
 
 def link_sources(slot: Path, sources: Sequence[str], name: str) -> None:

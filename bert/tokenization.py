@@ -52,14 +52,18 @@ def load_tokenizer_from_dir(directory: str | Path, default_lower_case: bool = Tr
     output) and whether it lower-cases: as its tokenizer_config.json's `do_lower_case` says, BERT's
     default True when the file lacks the key, `default_lower_case` when there is no such file."""
     directory = Path(directory)
-    lower_case = default_lower_case
     config = directory / "tokenizer_config.json"
-    if config.is_file():
-        values = read_json(config)
-        if not isinstance(values, dict):
-            raise UserError(f"{config}: not a JSON object of tokenizer settings")
-        lower_case = bool(values.get("do_lower_case", True))
+    lower_case = configured_lower_case(config) if config.is_file() else default_lower_case
     return load_tokenizer(directory / "vocab.txt", lower_case), lower_case
+
+
+def configured_lower_case(config: Path, source: str | Path | None = None) -> bool:
+    """A tokenizer_config.json's `do_lower_case` (BERT's default, True, when the key is absent);
+    `source` is what to call the file in messages (a URL it was fetched from)."""
+    values = read_json(config, source)
+    if not isinstance(values, dict):
+        raise UserError(f"{source or config}: not a JSON object of tokenizer settings")
+    return bool(values.get("do_lower_case", True))
 
 
 def tokenizer_without_vocab(lower_case: bool) -> Tokenizer:

@@ -39,7 +39,7 @@ from bert.atomic import atomic_file, write_json
 from bert.checkpoints import (
     checkpoint_step,
     checkpoint_to_resume,
-    list_checkpoints,
+    newest_checkpoint,
     save_checkpoint,
     source_fingerprint,
 )
@@ -309,13 +309,11 @@ class _Preemption:
         """The line a stopped rank ends with; it names the checkpoint the disk holds, not the one
         that was meant to be written."""
         by = self.received or "a signal to another rank"
-        newest = list_checkpoints(checkpoint_dir)[-1:] if checkpoint_dir else []
-        if newest and checkpoint_step(newest[0]) == step:
+        newest = newest_checkpoint(checkpoint_dir)
+        if newest and checkpoint_step(newest) == step:
             saved = f"checkpoint of step {step} in {checkpoint_dir}"
         elif newest:
-            saved = (
-                f"no checkpoint of it; the newest is step {checkpoint_step(newest[0])} in {checkpoint_dir}"
-            )
+            saved = f"no checkpoint of it; the newest is step {checkpoint_step(newest)} in {checkpoint_dir}"
         else:
             saved = "no checkpoint written"
         return UserError(f"pre-empted by {by} at step {step} ({saved}); run the stage again to resume")
@@ -442,10 +440,10 @@ def _optimizer_step(
 
 
 def _diverged_error(nonfinite_in_row: int, step: int, checkpoint_dir: str | Path | None) -> UserError:
-    newest = list_checkpoints(checkpoint_dir)[-1:] if checkpoint_dir else []
+    newest = newest_checkpoint(checkpoint_dir)
     return UserError(
         f"the loss or its gradients were not finite for {nonfinite_in_row} steps in a row (up to step {step}); stopped. "
-        f"Last good checkpoint: {newest[0] if newest else 'none'}. Lower the learning rate, "
+        f"Last good checkpoint: {newest or 'none'}. Lower the learning rate, "
         "use bf16 instead of fp16, or raise max_nonfinite_steps"
     )
 

@@ -15,8 +15,7 @@ from bert.atomic import atomic_folder
 from bert.download.fetch import download
 from bert.download.transport import SourceNotFound
 from bert.errors import UserError
-from bert.inputs import read_json
-from bert.tokenization import SPECIAL_TOKENS, load_tokenizer, tokenizer_without_vocab
+from bert.tokenization import SPECIAL_TOKENS, configured_lower_case, load_tokenizer, tokenizer_without_vocab
 
 
 def train_wordpiece(
@@ -109,13 +108,9 @@ def released_lower_case(folder: str, scratch: Path) -> bool | None:
     """Whether the tokenizer of a Hugging Face folder (URL or path) lower-cases: its
     tokenizer_config.json's do_lower_case (BERT's default, True, when the key is absent), or None
     when the folder has no such file. `scratch`: a folder to fetch it into."""
+    source = f"{folder.rstrip('/')}/tokenizer_config.json"
     try:
-        path = download(
-            f"{folder.rstrip('/')}/tokenizer_config.json", Path(scratch) / "tokenizer_config.json"
-        )
+        path = download(source, Path(scratch) / "tokenizer_config.json")
     except SourceNotFound:
         return None
-    values = read_json(path)
-    if not isinstance(values, dict):
-        raise UserError(f"{folder}/tokenizer_config.json: not a JSON object of tokenizer settings")
-    return bool(values.get("do_lower_case", True))
+    return configured_lower_case(path, source)

@@ -21,7 +21,7 @@ from pathlib import Path
 
 import torch
 
-from bert.checkpoints import UNREADABLE, file_sha256, list_checkpoints, load_checkpoint, run_signature
+from bert.checkpoints import UNREADABLE, file_sha256, load_checkpoint, newest_checkpoint, run_signature
 from bert.distributed import Distributed, launch
 from bert.errors import UserError, run_main
 from bert.hf import WEIGHT_FILES
@@ -247,17 +247,17 @@ def _start_weights(params: Params, phase: str) -> str | None:
 def _load_phase1_optimizer(optimizer: torch.optim.Optimizer, name: str) -> None:
     """Phase 2 continues phase 1's optimizer moments (NVIDIA's --init_checkpoint with
     --resume_from_checkpoint semantics) from the newest phase 1 checkpoint, with phase 2's LR."""
-    found = list_checkpoints(layout.checkpoints("phase1"))
-    if not found:
+    newest = newest_checkpoint(layout.checkpoints("phase1"))
+    if newest is None:
         raise UserError(
             "pretrain.phase2.init_optimizer_from_phase1 is on but data/checkpoints/phase1 holds no checkpoint; "
             "re-run phase 1 or turn the option off"
         )
     try:
-        state = load_checkpoint(found[-1])["optimizer"]
+        state = load_checkpoint(newest)["optimizer"]
     except UNREADABLE as error:
         raise UserError(
-            f"{found[-1]}: unreadable ({str(error).split('. ')[0]}); "
+            f"{newest}: unreadable ({str(error).split('. ')[0]}); "
             "pretrain.phase2.init_optimizer_from_phase1 needs phase 1's last checkpoint: run "
             "`dvc repro --force pretrain_phase1` (it resumes from an older one to the same weights) "
             "or turn the option off"
@@ -267,12 +267,12 @@ def _load_phase1_optimizer(optimizer: torch.optim.Optimizer, name: str) -> None:
         optimizer.load_state_dict(fit_optimizer_state(state, optimizer))  # across use_apex too
     except (ValueError, KeyError) as error:
         raise UserError(
-            f"{found[-1]}: optimizer state does not fit this model/optimizer ({name}): {error}"
+            f"{newest}: optimizer state does not fit this model/optimizer ({name}): {error}"
         ) from None
     for group, settings in zip(optimizer.param_groups, phase2_settings):  # phase 2's own LR and schedule
         group.pop("initial_lr", None)
         group.update(settings)
-    log.info("optimizer state from %s", found[-1])
+    log.info("optimizer state from %s", newest)
 
 
 if __name__ == "__main__":

@@ -16,8 +16,9 @@ committed with the project (cache: false), as a cloned project needs them to be 
 import logging
 
 from bert.atomic import atomic_folder
+from bert.download.transport import local_path
 from bert.errors import run_main
-from bert.source_links import link_sources, local_path
+from bert.source_links import link_sources
 from stages import layout
 from stages.params import load_params
 

@@ -83,7 +83,10 @@ def is_url(source: str) -> bool:
     return source.startswith(("http://", "https://"))
 
 
-def local_path(source: str) -> Path:
+def local_path(source: str) -> Path | None:
+    """The path of a local source (a path or a file:// URL); None for an http(s) URL."""
+    if is_url(source):
+        return None
     if source.startswith("file://"):
         return Path(urllib.request.url2pathname(urllib.parse.urlparse(source).path))
     if "://" in source:
