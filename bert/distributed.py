@@ -351,6 +351,11 @@ def relaunch_under_torchrun(
         Path(report).unlink(missing_ok=True)
     if received and status:
         raise UserError(f"pre-empted ({received[0]}); {_checkpoint_note(checkpoint_dir, checkpoint_before)}")
+    if status and facts and facts.get("torchrun_signal") in PREEMPTION_SIGNALS:  # torchrun alone got it
+        raise UserError(
+            f"pre-empted ({facts['torchrun_signal']} to torchrun on {facts['host']}); "
+            f"{_checkpoint_note(checkpoint_dir, checkpoint_before)}"
+        )
     if status:
         line = f"python -m {' '.join(module_args)} failed: {failure_line(facts, status, log_dir)}"
         if nnodes > 1:
