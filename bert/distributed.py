@@ -34,7 +34,7 @@ from typing import Protocol
 import torch
 import torch.distributed as dist
 
-from bert.errors import UserError
+from bert.errors import UserError, first_line
 from bert.torchrun import REPORT_ENV, record_rank_error
 
 log = logging.getLogger(__name__)
@@ -349,13 +349,14 @@ def relaunch_under_torchrun(
         for name, handler in previous.items():
             signal.signal(getattr(signal, name), handler)
         Path(report).unlink(missing_ok=True)
-    if received and status:
-        raise UserError(f"pre-empted ({received[0]}); {_checkpoint_note(checkpoint_dir, checkpoint_before)}")
-    if status and facts and facts.get("torchrun_signal") in PREEMPTION_SIGNALS:  # torchrun alone got it
-        raise UserError(
-            f"pre-empted ({facts['torchrun_signal']} to torchrun on {facts['host']}); "
-            f"{_checkpoint_note(checkpoint_dir, checkpoint_before)}"
-        )
+    if received:
+        preempted_by = received[0]
+    elif facts and facts.get("torchrun_signal") in PREEMPTION_SIGNALS:  # torchrun alone got it
+        preempted_by = f"{facts['torchrun_signal']} to torchrun on {facts['host']}"
+    else:
+        preempted_by = None
+    if status and preempted_by:
+        raise UserError(f"pre-empted ({preempted_by}); {_checkpoint_note(checkpoint_dir, checkpoint_before)}")
     if status:
         line = f"python -m {' '.join(module_args)} failed: {failure_line(facts, status, log_dir)}"
         if nnodes > 1:
@@ -411,7 +412,7 @@ def wait_for_nodes(execution: Execution, nnodes: int, node_rank: int, command: s
         except dist.DistError as error:
             raise UserError(
                 f"BERT_RDZV_ENDPOINT={endpoint}: this node (the head) cannot listen on port {port} "
-                f"({_first_line(error)}); another run may hold it: choose another port"
+                f"({first_line(error)}); another run may hold it: choose another port"
             ) from None
     else:
         store = _connect_to_head(host, int(port), deadline, endpoint, minutes)
@@ -441,7 +442,7 @@ def wait_for_nodes(execution: Execution, nnodes: int, node_rank: int, command: s
         else:
             store.add("seen", 1)
     except dist.DistError as error:
-        raise UserError(f"rendezvous at {endpoint}: lost the head node ({_first_line(error)})") from None
+        raise UserError(f"rendezvous at {endpoint}: lost the head node ({first_line(error)})") from None
     finally:
         del store
 
@@ -465,10 +466,6 @@ def _connect_to_head(host: str, port: int, deadline: float, endpoint: str, minut
 
 def _nodes(joined: dict[int, str]) -> str:
     return ", ".join(f"node {n} on {host}" for n, host in sorted(joined.items()))
-
-
-def _first_line(error: BaseException) -> str:
-    return (str(error).strip().splitlines() or [type(error).__name__])[0]
 
 
 def threads_per_rank(nproc_per_node: int) -> int:

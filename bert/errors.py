@@ -17,6 +17,11 @@ class UserError(Exception):
     """An expected failure with a message that names the file (or param) and the fix."""
 
 
+def first_line(error: BaseException) -> str:
+    """The first line of a library's message (torch's run to paragraphs); its type when it has none."""
+    return (str(error).strip().splitlines() or [type(error).__name__])[0]
+
+
 DISK_FULL_ERRNOS = {errno.ENOSPC, errno.EFBIG, errno.EDQUOT}
 
 

@@ -17,7 +17,7 @@ from safetensors import safe_open
 from safetensors.torch import load_file, save_file
 
 from bert.atomic import atomic_folder
-from bert.errors import UserError
+from bert.errors import UserError, first_line
 from bert.inputs import check_content, read_json, shown
 from bert.modeling import (
     BertConfig,
@@ -150,8 +150,9 @@ def _unreadable(path: Path, error: Exception) -> UserError:
     """One line for weights that do not load: an HTML page in their place says so; otherwise the
     first line of the library's message (torch's runs to a paragraph)."""
     check_content(path)
-    first = (str(error).strip().splitlines() or [type(error).__name__])[0]
-    return UserError(f"{path}: cannot read the weights ({shown(first, 160)}); is the file complete?")
+    return UserError(
+        f"{path}: cannot read the weights ({shown(first_line(error), 160)}); is the file complete?"
+    )
 
 
 def _weight_files(directory: Path) -> list[Path]:
