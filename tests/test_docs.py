@@ -111,3 +111,227 @@ def test_readme_is_short():
 )
 def test_github_slug(heading, slug):
     assert github_slug(heading) == slug
+
+
+# Params named in the docs: a dotted name in inline code whose first part is a top-level key of
+# params.yaml (`pretrain.phase1.max_steps`, `corpora.<corpus>.sources`, `-S squad.recipe.epochs=2`).
+PARAMS_FILE = REPO / "params.yaml"
+DOTTED = re.compile(r"(?<![\w./<-])([a-z_][a-z0-9_]*(?:\.[A-Za-z0-9_<>|*-]+)+)")
+FILE_SUFFIXES = {"py", "md", "json", "yaml", "txt", "tsv", "csv", "log", "safetensors", "bin", "pt", "h5"}
+# Inline code that looks like a param but is something else, with what it is.
+NOT_PARAMS = {"distributed.scheduler.allowed-failures": "a Dask configuration key"}
+# Where the docs write a choice of keys in one name: phase1|phase2, phase1|2, phase*, <phase>.
+ALTERNATIVES = re.compile(r"\|")
+
+
+def params_tree() -> dict:
+    import yaml
+
+    return yaml.safe_load(PARAMS_FILE.read_text(encoding="utf-8"))
+
+
+def named_params() -> dict[str, list[str]]:
+    """Every dotted param name in README.md and docs/, with where it is written."""
+    top = set(params_tree())
+    found: dict[str, list[str]] = {}
+    for path in DOCUMENTS:
+        for number, line in prose_lines(path):
+            for span in re.findall(r"`([^`]+)`", line.replace("\\|", "|")):  # \| in a table cell
+                for match in DOTTED.finditer(" ".join(brace_expansion(span))):
+                    name = match.group(1).rstrip(".")
+                    parts = name.split(".")
+                    if parts[0] not in top or parts[-1] in FILE_SUFFIXES or name in NOT_PARAMS:
+                        continue
+                    found.setdefault(name, []).append(f"{path.relative_to(REPO)}:{number}")
+    return found
+
+
+def brace_expansion(text: str) -> list[str]:
+    """`examples.{dupe_factor,whole_word_mask}` as the names it stands for, as a shell expands it."""
+    match = re.search(r"\{([^{}]*,[^{}]*)\}", text)
+    if not match:
+        return [text]
+    return [
+        expanded
+        for choice in match.group(1).split(",")
+        for expanded in brace_expansion(text[: match.start()] + choice.strip() + text[match.end() :])
+    ]
+
+
+def _resolves(node, parts: list[str], recipe_keys: set[str]) -> bool:
+    """Whether the dotted parts lead somewhere in the params tree. A part in <angle brackets> or
+    `*` stands for any key of its level; `a|b` and `phase1|2` for each alternative; under a
+    `recipe` that is empty in params.yaml (a task's changes), any key of finetune.recipe."""
+    if not parts:
+        return True
+    part, rest = parts[0], parts[1:]
+    if not isinstance(node, dict):
+        return False
+    if part == "*" or (part.startswith("<") and part.endswith(">")):  # some entry has the rest
+        return any(_resolves(child, rest, recipe_keys) for child in node.values())
+    if "|" in part:
+        first, *others = part.split("|")
+        prefix = first.rstrip("0123456789")
+        options = [first, *(other if other in node else prefix + other for other in others)]
+        return all(_resolves(node, [option, *rest], recipe_keys) for option in options)
+    if part.endswith("*"):
+        matching = [key for key in node if str(key).startswith(part[:-1])]
+        return bool(matching) and all(_resolves(node[key], rest, recipe_keys) for key in matching)
+    if part not in node:
+        return False
+    child = node[part]
+    if part == "recipe" and child == {}:
+        return len(rest) <= 1 and (not rest or rest[0] in recipe_keys)
+    return _resolves(child, rest, recipe_keys)
+
+
+def test_every_param_the_docs_name_exists():
+    tree = params_tree()
+    recipe_keys = set(tree["finetune"]["recipe"])
+    unknown = [
+        f"{', '.join(places)}: `{name}` is not a key of params.yaml"
+        for name, places in sorted(named_params().items())
+        if not _resolves(tree, name.split("."), recipe_keys)
+    ]
+    assert not unknown, "docs name params that do not exist:\n" + "\n".join(unknown)
+
+
+def leaf_params(node, prefix: str = "") -> list[str]:
+    """params.yaml's leaves as dotted names. The entries of USER_NAMED's groups are the user's own
+    names (or versions), so each of their keys counts once, as `corpora.<corpus>.kind`."""
+    leaves = []
+    for key, child in node.items():
+        group = prefix.rstrip(".")
+        name = f"{prefix}<{USER_NAMED[group]}>" if group in USER_NAMED and key != "run" else f"{prefix}{key}"
+        if isinstance(child, dict) and child:
+            leaves.extend(leaf_params(child, f"{name}."))
+        else:
+            leaves.append(name)
+    return sorted(set(leaves))
+
+
+USER_NAMED = {
+    "corpora": "corpus",
+    "tasks": "task",
+    "weights": "name",
+    "mixing.weights": "corpus",
+    "squad.sources": "version",
+}
+
+
+def test_every_param_is_named_in_some_doc():
+    """Each param of params.yaml appears in README.md or docs/ (by its dotted name, written out or
+    with the docs' shorthands), so a new param cannot land undocumented."""
+    tree = params_tree()
+    recipe_keys = set(tree["finetune"]["recipe"])
+    documented = named_params()
+    missing = []
+    for leaf in leaf_params(tree):
+        parts = leaf.split(".")
+        if "." not in leaf:  # a top-level scalar (seed): its name alone is its dotted name
+            text = "\n".join(path.read_text(encoding="utf-8") for path in DOCUMENTS)
+            if f"`{leaf}`" not in text:
+                missing.append(leaf)
+            continue
+        if not any(_covers(name.split("."), parts, tree, recipe_keys) for name in documented):
+            missing.append(leaf)
+    assert not missing, "params no doc names (say what each does in docs/):\n" + "\n".join(missing)
+
+
+def _covers(named: list[str], leaf: list[str], tree: dict, recipe_keys: set[str]) -> bool:
+    """Whether a name the docs write (possibly with <placeholders>, `*` or `a|b`) stands for the leaf."""
+    if len(named) != len(leaf):
+        return False
+    for written, actual in zip(named, leaf):
+        if written == actual or written == "*" or (written.startswith("<") and written.endswith(">")):
+            continue
+        if (
+            actual.startswith("<")
+            and actual.endswith(">")
+            and _resolves(tree, [*named[: named.index(written)], written], recipe_keys)
+        ):
+            continue
+        if "|" in written:
+            first, *others = written.split("|")
+            prefix = first.rstrip("0123456789")
+            if actual in {first, *others, *(prefix + other for other in others)}:
+                continue
+        if written.endswith("*") and actual.startswith(written[:-1]):
+            continue
+        return False
+    return True
+
+
+# The library's map: README's layout and docs/development.md's table name every module of bert/
+# and nothing that is not there, so neither can go stale.
+LIBRARY = REPO / "bert"
+
+
+def library_modules() -> set[str]:
+    """bert's modules as paths below bert/ (`corpus/shards.py`), package markers left out."""
+    return {
+        str(path.relative_to(LIBRARY))
+        for path in LIBRARY.rglob("*.py")
+        if path.name not in {"__init__.py", "__main__.py"}
+    }
+
+
+def map_rows() -> list[tuple[str, list[str]]]:
+    """(layer, modules) of development.md's map: in the modules cell, `pkg/` opens a package and
+    each bare `name` that follows is bert/pkg/name.py (bert/name.py before any package)."""
+    text = (REPO / "docs" / "development.md").read_text(encoding="utf-8")
+    section = text[text.index("### The map") :]
+    section = section[: section.index("\n## ")]
+    rows = []
+    for line in section.splitlines():
+        cells = [cell.strip() for cell in line.replace("\\|", "/").strip("|").split("|")]
+        if len(cells) < 2 or cells[0] in {"layer", ""} or set(cells[0]) <= {"-", " "}:
+            continue
+        package, modules = "", []
+        for name in re.findall(r"`([^`]+)`", cells[1]):
+            if name.endswith("/"):
+                package = name
+            else:
+                modules.append(f"{package}{name}.py")
+        rows.append((cells[0], modules))
+    return rows
+
+
+def test_the_development_map_names_every_module_and_only_those():
+    named = [module for _, modules in map_rows() for module in modules]
+    existing = library_modules()
+    assert not set(named) - existing, (
+        f"development.md's map names modules bert/ lacks: {sorted(set(named) - existing)}"
+    )
+    assert not existing - set(named), (
+        f"modules of bert/ missing from development.md's map: {sorted(existing - set(named))}"
+    )
+
+
+def readme_layout_entries() -> set[str]:
+    """The bert/ entries of README's layout block: `name.py` and `package/` tokens of its indented lines."""
+    text = (REPO / "README.md").read_text(encoding="utf-8")
+    block = text[text.index("## Layout") :]
+    block = block[block.index("```") + 3 :]
+    block = block[: block.index("```")]
+    entries = set()
+    lines = block.splitlines()
+    first = next(i for i, line in enumerate(lines) if line.startswith("bert/"))
+    for line in lines[first + 1 :]:
+        if not line.startswith("  "):
+            break
+        for token in line.split():
+            if not (token.endswith(".py") or token.endswith("/")):
+                break
+            entries.add(token)
+    return entries
+
+
+def test_readme_layout_matches_the_library():
+    entries = readme_layout_entries()
+    top_level = {path.name + ("/" if path.is_dir() else "") for path in LIBRARY.iterdir()}
+    top_level = {
+        name for name in top_level if name.endswith((".py", "/")) and not name.startswith(("__", "."))
+    }
+    assert not entries - top_level, f"README's layout names what bert/ lacks: {sorted(entries - top_level)}"
+    assert not top_level - entries, f"README's layout leaves out: {sorted(top_level - entries)}"
