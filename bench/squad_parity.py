@@ -32,6 +32,7 @@ deviation over the seeds.
 """
 
 import argparse
+import dataclasses
 import datetime
 import json
 import logging
@@ -40,7 +41,7 @@ import platform
 import statistics
 import subprocess
 import time
-from dataclasses import asdict, dataclass
+from dataclasses import asdict
 from pathlib import Path
 
 import torch
@@ -49,28 +50,20 @@ import transformers
 from bert.atomic import write_json
 from bert.finetune import FineTuningBatches, question_answering_objective, steps_for_epochs
 from bert.modeling import BertForQuestionAnswering
-from bert.optim import build_optimizer, warmup_poly_schedule
+from bert.optim import learning_rate_schedule, recipe_optimizer
+from bert.recipe import FineTuningRecipe as Recipe
+from bert.recipe import RunSettings
 from bert.squad.answers import postprocess
 from bert.squad.dataset import examples_from_json, read_json
 from bert.squad.evaluation import evaluate
 from bert.squad.features import make_features
 from bert.squad.predict import predict_logits
 from bert.tokenization import load_tokenizer_from_dir
-from bert.training import TrainConfig, seed_everything, train
+from bert.training import RunRecord, seed_everything, train
 
 REPO = Path(__file__).resolve().parents[1]
 SAMPLE_SQUAD = REPO / "data/sample/squad/v1.1"
 SIDES = ("ours", "transformers")
-
-
-@dataclass
-class Recipe:
-    batch_size: int
-    epochs: float
-    learning_rate: float
-    warmup_proportion: float
-    weight_decay: float
-    grad_clip: float = 1.0
 
 
 def minilm_dir() -> Path:
@@ -105,18 +98,15 @@ def train_ours(
     objective=question_answering_objective,
 ) -> float:
     """The project's fine-tuning (stages/finetune_squad.py without checkpoints); returns seconds."""
-    optimizer = build_optimizer(model, "adamw", recipe.learning_rate, recipe.weight_decay, fused=True)
-    scheduler = warmup_poly_schedule(optimizer, round(recipe.warmup_proportion * steps), steps, power=1.0)
-    config = TrainConfig(
-        max_steps=steps,
-        grad_clip=recipe.grad_clip,
-        log_every=steps,
-        save_every=steps,
-        seed=seed,
-        progress=False,
-    )
+    recipe = dataclasses.replace(recipe, seed=seed)
+    optimizer = recipe_optimizer(model, recipe, use_apex=False)
+    scheduler = learning_rate_schedule(optimizer, recipe, steps)
+    settings = RunSettings(precision="fp32", compile=False, length_binning=False, unpad=False, log_every=steps,
+                           save_every=steps, keep_last=1, resume=False, max_nonfinite_steps=10)  # fmt: skip
+    record = RunRecord(checkpoint_dir=None, live_dir=None, metrics_file=None, description={}, execution={})
     started = time.perf_counter()
-    train(model, batches, objective, optimizer, scheduler, config)
+    train(model, batches, objective, optimizer, scheduler, max_steps=steps, recipe=recipe, settings=settings,
+          record=record, progress=False)  # fmt: skip
     return time.perf_counter() - started
 
 
@@ -163,12 +153,16 @@ def run_seed(model_dir: Path, train_features, dev, recipe: Recipe, seed: int, ou
     with torch.no_grad():
         models["transformers"].qa_outputs.weight.copy_(models["ours"].qa_outputs.weight)
         models["transformers"].qa_outputs.bias.copy_(models["ours"].qa_outputs.bias)
-    steps = steps_for_epochs(len(train_features), recipe.epochs, recipe.batch_size)
+    steps = steps_for_epochs(len(train_features), recipe.epochs, recipe.global_batch_size)
     trainers = {"ours": train_ours, "transformers": train_transformers}
     result = {}
     for side in SIDES if ours_first else reversed(SIDES):
         batches = FineTuningBatches(
-            train_features.training_arrays(), recipe.batch_size, recipe.batch_size, seed, length_binning=True
+            train_features.training_arrays(),
+            recipe.global_batch_size,
+            recipe.global_batch_size,
+            seed,
+            length_binning=True,
         )
         seconds = trainers[side](models[side], batches, recipe, steps, seed)
         start_logits, end_logits = predict_logits(
@@ -179,7 +173,7 @@ def run_seed(model_dir: Path, train_features, dev, recipe: Recipe, seed: int, ou
         result[side] = {
             "exact_match": scores["exact_match"],
             "f1": scores["f1"],
-            "windows_per_second": steps * recipe.batch_size / seconds,
+            "windows_per_second": steps * recipe.global_batch_size / seconds,
             "seconds": seconds,
         }
         logging.info("seed %d %s: %s", seed, side, json.dumps(result[side]))
@@ -201,10 +195,14 @@ def time_training(model_dir: Path, train_features, recipe: Recipe, steps: int, r
     for _ in range(rounds):
         for side in SIDES:
             batches = FineTuningBatches(
-                train_features.training_arrays(), recipe.batch_size, recipe.batch_size, 0, length_binning=True
+                train_features.training_arrays(),
+                recipe.global_batch_size,
+                recipe.global_batch_size,
+                0,
+                length_binning=True,
             )
             fastest[side] = min(fastest[side], trainers[side](models[side], batches, recipe, steps, 0))
-    speed = {side: steps * recipe.batch_size / fastest[side] for side in SIDES}
+    speed = {side: steps * recipe.global_batch_size / fastest[side] for side in SIDES}
     logging.info("training windows/s, fastest of %d rounds of %d steps: %s", rounds, steps, speed)
     return {"steps": steps, "rounds": rounds, "windows_per_second": speed,
             "speed_ratio": speed["ours"] / speed["transformers"]}  # fmt: skip
@@ -333,8 +331,10 @@ def main(argv: list[str] | None = None) -> dict:
     dev_examples = examples_from_json(dev_json)
     dev_features = make_features(dev_examples, tokenizer, **windowing, progress=False)
     recipe = Recipe(
-        args.batch_size, args.epochs, args.learning_rate, args.warmup_proportion, args.weight_decay
-    )
+        optimizer="adamw", learning_rate=args.learning_rate, warmup_proportion=args.warmup_proportion,
+        decay_power=1.0, weight_decay=args.weight_decay, grad_clip=1.0, global_batch_size=args.batch_size,
+        micro_batch_size=args.batch_size, seed=0, epochs=args.epochs,
+    )  # fmt: skip
     logging.info(
         "%s: %d train questions -> %d windows, %d dev questions; %s",
         model_dir, len(train_examples), len(train_features), len(dev_examples), asdict(recipe),

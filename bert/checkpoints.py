@@ -41,7 +41,7 @@ UNREADABLE = (RuntimeError, OSError, EOFError, pickle.UnpicklingError, KeyError,
 
 
 def run_signature(described: dict) -> str:
-    """A short, stable hash of what makes checkpoints belong to a run (TrainConfig.run_signature)."""
+    """A short, stable hash of what makes checkpoints belong to a run (bert.training.RunRecord.signature)."""
     return hashlib.sha256(json.dumps(described, sort_keys=True).encode()).hexdigest()[:16]
 
 

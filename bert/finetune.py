@@ -2,8 +2,8 @@
 
 - `finetune`: train a model with a head on its task's training arrays, by a recipe (optimizer,
   epochs, batch, learning rate and schedule, clipping, seed) and run settings (precision, binning,
-  logging, checkpoints), all required keyword arguments: the caller (a stage) passes params.yaml's
-  values, and nothing is taken from a default here.
+  logging, checkpoints): bert.recipe's types, which the caller (a stage) builds from params.yaml;
+  nothing is taken from a default here.
 - `FineTuningBatches`: training examples (arrays whose first axis is the example) as shuffled
   micro-batches of tensors, one rank's share of each global batch (bert.global_batch), reshuffled
   every epoch from (seed, epoch), resumable at a sample position; each batch is cut to its longest
@@ -16,6 +16,7 @@
   SWAG or GLUE model, a mean over the examples), each with the accuracy it logs.
 """
 
+import dataclasses
 import logging
 import math
 from collections.abc import Mapping
@@ -26,11 +27,12 @@ import torch
 from torch import nn
 
 from bert.binning import bin_by_length, sequence_lengths, trimmed_length, window_batches
-from bert.checkpoints import file_sha256, run_signature
+from bert.checkpoints import file_sha256
 from bert.errors import UserError
 from bert.global_batch import accumulation_steps, micro_slice
-from bert.optim import build_optimizer, warmup_poly_schedule
-from bert.training import Objective, TrainConfig, per_row, train
+from bert.optim import learning_rate_schedule, recipe_optimizer
+from bert.recipe import FineTuningRecipe, RunSettings
+from bert.training import Objective, RunRecord, per_row, train
 
 log = logging.getLogger(__name__)
 
@@ -139,77 +141,40 @@ def finetune(
     arrays: Mapping[str, np.ndarray],
     objective: Objective,
     *,
+    recipe: FineTuningRecipe,
+    settings: RunSettings,
+    record: RunRecord,
     rank: int,
     world_size: int,
-    optimizer: str,
-    epochs: float,
-    global_batch_size: int,
-    micro_batch_size: int,
-    learning_rate: float,
-    warmup_proportion: float,
-    decay_power: float,
-    weight_decay: float,
-    grad_clip: float,
-    seed: int,
-    precision: str,
-    length_binning: bool,
-    compile: bool,
-    log_every: int,
-    save_every: int,
-    keep_last: int,
-    resume: bool,
-    max_nonfinite_steps: int,
-    checkpoint_dir: Path,
-    live_dir: Path,
-    metrics_file: Path,
-    run_description: dict,
-    execution: dict,
 ) -> dict:
     """Fine-tune `model` (already on its device, with its head) on `arrays` (FineTuningBatches'
-    input) for `epochs` passes, this process being rank `rank` of `world_size`; returns the final
-    figures (bert.training.train). After warm-up over `warmup_proportion` of the steps the learning
-    rate decays to 0 as (1 - progress) ** decay_power. The checkpoints in `checkpoint_dir` belong to
-    the run `run_description` describes (a changed description starts afresh); `execution` says how
-    it computes besides precision and compile (recorded in them, bert.checkpoints): the recipe and
-    the data order are added to the description here. Not the world size or the micro-batch size:
-    a run resumes on other hardware on the same rows (bert.global_batch)."""
-    recipe = {
-        "optimizer": optimizer, "epochs": epochs, "global_batch_size": global_batch_size,
-        "learning_rate": learning_rate, "warmup_proportion": warmup_proportion, "decay_power": decay_power,
-        "weight_decay": weight_decay, "grad_clip": grad_clip, "seed": seed, "length_binning": length_binning,
-    }  # fmt: skip
-    run_description = {**run_description, "recipe": recipe}
-    batches = FineTuningBatches(
-        arrays, global_batch_size, micro_batch_size, seed, rank, world_size, length_binning
+    input) for `recipe.epochs` passes, this process being rank `rank` of `world_size`; returns the
+    final figures (bert.training.train). The checkpoints in record.checkpoint_dir belong to the run
+    record.description describes (a changed description starts afresh); the recipe and the data
+    order are added to it here. Not the world size or the micro-batch size: a run resumes on other
+    hardware on the same rows (bert.global_batch)."""
+    learnt = {k: v for k, v in dataclasses.asdict(recipe).items() if k != "micro_batch_size"}
+    record = dataclasses.replace(
+        record,
+        description={**record.description, "recipe": {**learnt, "length_binning": settings.length_binning}},
     )
-    max_steps = steps_for_epochs(batches.num_examples, epochs, global_batch_size)
-    adjusted = build_optimizer(model, optimizer, learning_rate, weight_decay, fused=True)
-    scheduler = warmup_poly_schedule(adjusted, round(warmup_proportion * max_steps), max_steps, decay_power)
+    batches = FineTuningBatches(
+        arrays, recipe.global_batch_size, recipe.micro_batch_size, recipe.seed, rank, world_size,
+        settings.length_binning,
+    )  # fmt: skip
+    max_steps = steps_for_epochs(batches.num_examples, recipe.epochs, recipe.global_batch_size)
+    optimizer = recipe_optimizer(model, recipe, use_apex=False)
+    scheduler = learning_rate_schedule(optimizer, recipe, max_steps)
     if rank == 0:
         log.info(
             "%d examples, global batch %d = %d x %d accum x %d ranks, %g epochs = %d steps; %s, lr %g",
-            batches.num_examples, global_batch_size, micro_batch_size, batches.accumulation_steps, world_size,
-            epochs, max_steps, optimizer, learning_rate,
+            batches.num_examples, recipe.global_batch_size, recipe.micro_batch_size, batches.accumulation_steps,
+            world_size, recipe.epochs, max_steps, recipe.optimizer, recipe.learning_rate,
         )  # fmt: skip
-    config = TrainConfig(
-        max_steps=max_steps,
-        precision=precision,
-        grad_clip=grad_clip,
-        log_every=log_every,
-        save_every=save_every,
-        keep_last=keep_last,
-        checkpoint_dir=checkpoint_dir,
-        resume=resume,
-        max_nonfinite_steps=max_nonfinite_steps,
-        compile=compile,
-        seed=seed,
-        live_dir=live_dir,
-        metrics_file=metrics_file,
-        run_signature=run_signature(run_description),
-        run_description=run_description,
-        execution=execution,
-    )
-    return train(model, batches, objective, adjusted, scheduler, config)
+    return train(
+        model, batches, objective, optimizer, scheduler,
+        max_steps=max_steps, recipe=recipe, settings=settings, record=record,
+    )  # fmt: skip
 
 
 def described_files(paths: list[Path]) -> list[tuple[str, str | None]]:

@@ -11,6 +11,8 @@ import math
 import torch
 from torch import nn
 
+from bert.recipe import Recipe
+
 log = logging.getLogger(__name__)
 
 
@@ -104,6 +106,13 @@ class Lamb(torch.optim.Optimizer):
         return loss
 
 
+def recipe_optimizer(model: nn.Module, recipe: Recipe, use_apex: bool) -> torch.optim.Optimizer:
+    """The recipe's optimizer over `model` (torch's fused AdamW kernel on CUDA)."""
+    return build_optimizer(
+        model, recipe.optimizer, recipe.learning_rate, recipe.weight_decay, use_apex, fused=True
+    )
+
+
 def build_optimizer(
     model: nn.Module,
     name: str,
@@ -165,7 +174,7 @@ def fit_optimizer_state(state: dict, optimizer: torch.optim.Optimizer) -> dict:
 
 
 def warmup_poly_schedule(
-    optimizer: torch.optim.Optimizer, warmup_steps: int, total_steps: int, power: float = 1.0
+    optimizer: torch.optim.Optimizer, warmup_steps: int, total_steps: int, power: float
 ) -> torch.optim.lr_scheduler.LambdaLR:
     """Linear warm-up over `warmup_steps` (the first step already uses lr/warmup_steps, not 0), then
     polynomial decay to 0 at `total_steps`: factor ((total - step) / (total - warmup)) ** power.
@@ -181,3 +190,12 @@ def warmup_poly_schedule(
         return max(0.0, (total_steps - step) / max(1, total_steps - warmup_steps)) ** power
 
     return torch.optim.lr_scheduler.LambdaLR(optimizer, factor)
+
+
+def learning_rate_schedule(
+    optimizer: torch.optim.Optimizer, recipe: Recipe, max_steps: int
+) -> torch.optim.lr_scheduler.LambdaLR:
+    """The recipe's schedule over a run of `max_steps` optimizer steps: linear warm-up over
+    `warmup_proportion` of them, then polynomial decay to 0 with `decay_power`."""
+    warmup_steps = round(recipe.warmup_proportion * max_steps)
+    return warmup_poly_schedule(optimizer, warmup_steps, max_steps, recipe.decay_power)

@@ -26,7 +26,7 @@ import signal
 import threading
 import time
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -40,6 +40,7 @@ from bert.checkpoints import (
     checkpoint_step,
     checkpoint_to_resume,
     newest_checkpoint,
+    run_signature,
     save_checkpoint,
     source_fingerprint,
 )
@@ -47,6 +48,7 @@ from bert.distributed import PREEMPTION_SIGNALS, all_reduce_sum, barrier, rank_a
 from bert.errors import UserError
 from bert.optim import fit_optimizer_state
 from bert.precision import AUTOCAST_DTYPES, allow_tf32, grad_scaler
+from bert.recipe import Recipe, RunSettings
 
 log = logging.getLogger(__name__)
 
@@ -78,27 +80,21 @@ def per_row(loss_fn: Callable[[nn.Module, dict], tuple[torch.Tensor, dict]]) -> 
     return Objective(loss, lambda batch: {"loss": _batch_len(batch)})
 
 
-@dataclass
-class TrainConfig:
-    max_steps: int
-    precision: str = "fp32"  # fp32 | bf16 | fp16
-    grad_clip: float = 1.0  # max global gradient norm; 0 = no clipping
-    log_every: int = 10
-    save_every: int = 100
-    keep_last: int = 2
-    checkpoint_dir: str | Path | None = None
-    resume: bool = True
-    max_nonfinite_steps: int = 10
-    compile: bool = False
-    seed: int = 0
-    live_dir: str | Path | None = None  # DVCLive folder; None = no DVCLive
-    metrics_file: str | Path | None = None  # final figures as JSON
-    run_signature: str = ""  # what the run computes: checkpoints of another signature are not resumed
-    run_description: dict = field(default_factory=dict)  # what run_signature hashes: names a change
-    # How the run computes, besides precision, compile and the world size (say {"unpad": True}):
-    # recorded in checkpoints with them, see bert.checkpoints.checkpoint_to_resume.
-    execution: dict = field(default_factory=dict)
-    progress: bool = True
+@dataclass(frozen=True)
+class RunRecord:
+    """Where a run keeps what it writes, and what it is: `description` says what it learns from
+    (params, data, starting weights; its checkpoints belong to that alone, bert.checkpoints) and
+    `execution` how it computes besides precision, compile and the world size (say {"unpad": True})."""
+
+    checkpoint_dir: Path | None  # None: no checkpoints
+    live_dir: Path | None  # DVCLive folder; None: no DVCLive
+    metrics_file: Path | None  # final figures as JSON
+    description: dict
+    execution: dict
+
+    @property
+    def signature(self) -> str:
+        return run_signature(self.description)
 
 
 def train(
@@ -107,134 +103,114 @@ def train(
     objective: Objective,
     optimizer: torch.optim.Optimizer,
     scheduler: torch.optim.lr_scheduler.LRScheduler,
-    config: TrainConfig,
+    *,
+    max_steps: int,
+    recipe: Recipe,
+    settings: RunSettings,
+    record: RunRecord,
+    progress: bool = True,
 ) -> dict:
-    """Train `model` (already on its device) for config.max_steps optimizer steps and return the
-    final figures (also written to config.metrics_file). `batches` yields dicts of tensors (one
-    rank's micro-batches); it is iterated again for each epoch, told the epoch through
-    `set_epoch(epoch)` and a resume position through `skip_samples(n)` when it has them (n: global
-    samples consumed in the epoch, a whole number of global batches for the loaders of this
-    project, whose epochs end on a global batch, so a checkpoint's position holds on any number of
-    ranks). Resumes
-    from the newest checkpoint in config.checkpoint_dir when config.resume. For a bit-exact
+    """Train `model` (already on its device) for `max_steps` optimizer steps and return the final
+    figures (also written to record.metrics_file). `batches` yields dicts of tensors (one rank's
+    micro-batches; `accumulation_steps` of them make a step, one for a plain iterable); it is
+    iterated again for each epoch, told the epoch through `set_epoch(epoch)` and a resume position
+    through `skip_samples(n)` when it has them (n: global samples consumed in the epoch, a whole
+    number of global batches, so a checkpoint's position holds on any number of ranks). Resumes from
+    the newest checkpoint of the run in record.checkpoint_dir when settings.resume. For a bit-exact
     resume, `batches` must not draw from torch's global RNG (give a DataLoader a `generator`)."""
-    if config.precision not in AUTOCAST_DTYPES:
-        raise ValueError(f"precision {config.precision!r}: allowed {', '.join(AUTOCAST_DTYPES)}")
-    # Micro-batches per rank and step: the data cut the global batch (bert.global_batch), one each
-    # for plain iterables.
-    accumulation = getattr(batches, "accumulation_steps", 1)
+    if settings.precision not in AUTOCAST_DTYPES:
+        raise ValueError(f"precision {settings.precision!r}: allowed {', '.join(AUTOCAST_DTYPES)}")
     rank, world_size = rank_and_world_size()
-    is_main = rank == 0
     device = next(model.parameters()).device
-    allow_tf32(device, config.precision)
-    amp_dtype = AUTOCAST_DTYPES[config.precision]
-    scaler = grad_scaler(config.precision, device)
+    allow_tf32(device, settings.precision)
+    amp_dtype = AUTOCAST_DTYPES[settings.precision]
+    scaler = grad_scaler(settings.precision, device)
+    accumulation = getattr(batches, "accumulation_steps", 1)
 
-    # Resume from the newest checkpoint, or start afresh.
-    state, execution = None, None
-    if config.checkpoint_dir:
-        # Once, here: a resuming process computes it at the same point, with the same modules imported.
-        execution = _execution(config, world_size, accumulation)
+    # Once, here: a resuming process computes the execution record at the same point, with the same modules imported.
+    execution, state = None, None
+    if record.checkpoint_dir:
+        execution = _execution(settings, record, world_size, accumulation)
         state = checkpoint_to_resume(
-            config.checkpoint_dir, config.run_signature, execution, config.max_steps, config.resume, rank,
-            config.run_description,
+            record.checkpoint_dir, record.signature, execution, max_steps, settings.resume, rank,
+            record.description,
         )  # fmt: skip
     step, epoch, samples, totals = _restore_or_seed(
-        state, model, optimizer, scheduler, scaler, config.seed, rank, world_size
+        state, model, optimizer, scheduler, scaler, recipe.seed, rank, world_size
     )
-    forward_model = _forward_model(model, world_size, config.compile)
-
-    live = _open_live(config, step, resumed=state is not None) if is_main else None
+    forward_model = _forward_model(model, world_size, settings.compile)
     data = _Batches(batches, world_size, epoch, samples)
-    nonfinite_in_row = 0
+    live = _open_live(record.live_dir, step, resumed=state is not None) if rank == 0 else None
     interval = _Interval(device)
-    started = time.perf_counter()
-    interval_started = started
-    stepped_in_run = 0
+    nonfinite = _NonFinite(settings.max_nonfinite_steps, scaler.is_enabled(), record.checkpoint_dir)
+    clock = {"run": time.perf_counter(), "interval": time.perf_counter()}
+    first_step = step
+
+    def checkpoint() -> None:
+        """This step's state into one file (rank 0 writes; every rank gives its RNG state), after a
+        finite step only, so that the newest checkpoint is always a state to go back to."""
+        if record.checkpoint_dir and nonfinite.in_row == 0:
+            totals["seconds"] += time.perf_counter() - clock["run"]
+            clock["run"] = time.perf_counter()
+            training_state = (model, optimizer, scheduler, scaler)
+            _save(record, settings, execution, max_steps, step, training_state, data, totals)
 
     # Closing the bar on the way out, an error too: the error's line must come last, on its own.
-    show_progress = is_main and config.progress
     with (
-        tqdm(total=config.max_steps, initial=step, disable=not show_progress, desc="train") as progress,
+        tqdm(total=max_steps, initial=step, disable=not (rank == 0 and progress), desc="train") as bar,
         _Preemption() as preemption,
     ):
-        while step < config.max_steps:
+        while step < max_steps:
             step_loss = _accumulate_gradients(
-                forward_model,
-                data,
-                objective,
-                scaler,
-                amp_dtype,
-                accumulation,
-                world_size,
-                interval,
+                forward_model, data, objective, scaler, amp_dtype, accumulation, world_size, interval
             )
-            mean_loss, norm, skipped = _optimizer_step(
-                model, optimizer, scaler, step_loss, config.grad_clip, world_size
+            loss, grad_norm, skipped = _optimizer_step(
+                model, optimizer, scaler, step_loss, recipe.grad_clip, world_size
             )
             learning_rate = scheduler.get_last_lr()[0]
             scheduler.step()
             step += 1
-            stepped_in_run += 1
-            progress.update(1)
+            bar.update(1)
+            nonfinite.after_step(step, loss, skipped, totals)  # raises after too many in a row
+            interval.add_step(grad_norm if math.isfinite(grad_norm) else None, learning_rate)
 
-            # Non-finite steps: skipped, counted, and too many in a row stop the run.
-            loss_finite = math.isfinite(mean_loss)
-            totals["skipped_steps"] += int(skipped)
-            if skipped:
-                log.warning(
-                    "step %d: non-finite %s, update skipped", step, "gradients" if loss_finite else "loss"
-                )
-            # An fp16 overflow that the grad scaler skipped is the scaler at work, not a divergence.
-            diverging = not loss_finite or (skipped and not scaler.is_enabled())
-            nonfinite_in_row = nonfinite_in_row + 1 if diverging else 0
-            if totals["first_loss"] is None and loss_finite:
-                totals["first_loss"] = mean_loss
-            if nonfinite_in_row >= config.max_nonfinite_steps:
-                raise _diverged_error(nonfinite_in_row, step, config.checkpoint_dir)
-            interval.add_step(norm if math.isfinite(norm) else None, learning_rate)
-
-            if step % config.log_every == 0 or step == config.max_steps:
+            if step % settings.log_every == 0 or step == max_steps:
                 now = time.perf_counter()
-                figures = interval.reduce(now - interval_started)
-                interval_started = now
+                figures = interval.reduce(now - clock["interval"])
+                clock["interval"] = now
                 totals["sequences"] += figures.pop("sequences")
                 totals["last"] = figures
-                if is_main:
-                    _log(progress, live, step, figures, learning_rate)
+                if rank == 0:
+                    _log(bar, live, step, figures, learning_rate)
 
-            # A checkpoint only after a good step, so the newest one is always a state to go back to.
-            due = step % config.save_every == 0 or step == config.max_steps
-            if config.checkpoint_dir and due and nonfinite_in_row == 0:
-                totals["seconds"] += time.perf_counter() - started
-                started = time.perf_counter()
-                _save(config, execution, step, model, optimizer, scheduler, scaler, data, totals)
-            if step < config.max_steps and preemption.agreed():  # every rank, at the same step
-                if config.checkpoint_dir and nonfinite_in_row == 0 and not due:  # after a good step only
-                    totals["seconds"] += time.perf_counter() - started
-                    _save(config, execution, step, model, optimizer, scheduler, scaler, data, totals)
+            due = step % settings.save_every == 0 or step == max_steps
+            if due:
+                checkpoint()
+            if step < max_steps and preemption.agreed():  # every rank, at the same step
+                if not due:
+                    checkpoint()
                 barrier()  # no rank exits (and has torchrun stop the others) before rank 0 has written
-                raise preemption.error(step, config.checkpoint_dir)
+                raise preemption.error(step, record.checkpoint_dir)
 
-    totals["seconds"] += time.perf_counter() - started
+    totals["seconds"] += time.perf_counter() - clock["run"]
     summary = _summary(totals, step)
     if live is not None:
         live.end()
-    if is_main and config.metrics_file:
-        write_json(config.metrics_file, dict(sorted(summary.items())))
-    log.info("trained %d steps (%d in this run): %s", step, stepped_in_run, json.dumps(summary))
+    if rank == 0 and record.metrics_file:
+        write_json(record.metrics_file, dict(sorted(summary.items())))
+    log.info("trained %d steps (%d in this run): %s", step, step - first_step, json.dumps(summary))
     return summary
 
 
-def _execution(config: TrainConfig, world_size: int, accumulation: int) -> dict:
+def _execution(settings: RunSettings, record: RunRecord, world_size: int, accumulation: int) -> dict:
     """How the run computes: recorded in its checkpoints (see bert.checkpoints)."""
     return {
         "code": source_fingerprint(),
-        "precision": config.precision,
-        "compile": config.compile,
+        "precision": settings.precision,
+        "compile": settings.compile,
         "world_size": world_size,
         "grad_accum_steps": accumulation,
-        **config.execution,
+        **record.execution,
     }
 
 
@@ -326,8 +302,12 @@ def _collective_device() -> torch.device:
     return torch.device("cpu")
 
 
-def _save(config, execution, step, model, optimizer, scheduler, scaler, data: "_Batches", totals) -> None:
+def _save(
+    record: RunRecord, settings: RunSettings, execution: dict, max_steps: int, step: int,
+    training_state: tuple, data: "_Batches", totals: dict,
+) -> None:  # fmt: skip
     """Every rank's RNG states go into rank 0's checkpoint (bert.checkpoints describes the file)."""
+    model, optimizer, scheduler, scaler = training_state
     rank, world_size = rank_and_world_size()
     rng = _rng_state()
     if world_size > 1:
@@ -346,12 +326,12 @@ def _save(config, execution, step, model, optimizer, scheduler, scaler, data: "_
         "rng": rngs,
         "data": {"epoch": data.epoch, "samples": data.samples},
         "totals": totals,
-        "max_steps": config.max_steps,  # a larger one later extends the run
-        "signature": config.run_signature,
-        "description": config.run_description,
+        "max_steps": max_steps,  # a larger one later extends the run
+        "signature": record.signature,
+        "description": record.description,
         "execution": execution,  # with the world size
     }
-    path = save_checkpoint(config.checkpoint_dir, step, state, config.keep_last)
+    path = save_checkpoint(record.checkpoint_dir, step, state, settings.keep_last)
     log.info("step %d: checkpoint %s", step, path)
 
 
@@ -439,13 +419,33 @@ def _optimizer_step(
     return mean_loss, norm, skipped
 
 
-def _diverged_error(nonfinite_in_row: int, step: int, checkpoint_dir: str | Path | None) -> UserError:
-    newest = newest_checkpoint(checkpoint_dir)
-    return UserError(
-        f"the loss or its gradients were not finite for {nonfinite_in_row} steps in a row (up to step {step}); stopped. "
-        f"Last good checkpoint: {newest or 'none'}. Lower the learning rate, "
-        "use bf16 instead of fp16, or raise max_nonfinite_steps"
-    )
+class _NonFinite:
+    """Steps whose loss or gradients were not finite: their updates are skipped and counted, and
+    `limit` in a row stop the run. An fp16 overflow that the grad scaler skipped is the scaler at
+    work (it lowers the scale and goes on), not a divergence."""
+
+    def __init__(self, limit: int, scaler_enabled: bool, checkpoint_dir: Path | None):
+        self.limit, self.scaler_enabled, self.checkpoint_dir = limit, scaler_enabled, checkpoint_dir
+        self.in_row = 0
+
+    def after_step(self, step: int, loss: float, skipped: bool, totals: dict) -> None:
+        loss_finite = math.isfinite(loss)
+        totals["skipped_steps"] += int(skipped)
+        if skipped:
+            log.warning(
+                "step %d: non-finite %s, update skipped", step, "gradients" if loss_finite else "loss"
+            )
+        diverging = not loss_finite or (skipped and not self.scaler_enabled)
+        self.in_row = self.in_row + 1 if diverging else 0
+        if totals["first_loss"] is None and loss_finite:
+            totals["first_loss"] = loss
+        if self.in_row >= self.limit:
+            newest = newest_checkpoint(self.checkpoint_dir)
+            raise UserError(
+                f"the loss or its gradients were not finite for {self.in_row} steps in a row (up to step {step}); "
+                f"stopped. Last good checkpoint: {newest or 'none'}. Lower the learning rate, "
+                "use bf16 instead of fp16, or raise max_nonfinite_steps"
+            )
 
 
 def _log(progress: tqdm, live, step: int, figures: dict, learning_rate: float) -> None:
@@ -598,14 +598,14 @@ def seed_everything(seed: int, rank: int = 0) -> None:
     torch.manual_seed(value)
 
 
-def _open_live(config: TrainConfig, step: int, resumed: bool):
-    """DVCLive in config.live_dir: a resumed run goes on with the curves it finds there (dvc.yaml
+def _open_live(live_dir: Path | None, step: int, resumed: bool):
+    """DVCLive in `live_dir`: a resumed run goes on with the curves it finds there (dvc.yaml
     keeps the folder: `persist: true`), a fresh run clears them."""
-    if config.live_dir is None:
+    if live_dir is None:
         return None
     from dvclive import Live
 
-    live_dir = Path(config.live_dir)
+    live_dir = Path(live_dir)
     if resumed:
         if step > 0 and not (live_dir / "plots" / "metrics").is_dir():
             log.warning("%s: the curves of the steps before %d are gone (was the folder removed?); "

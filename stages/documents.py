@@ -25,7 +25,7 @@ def main() -> None:
         raise UserError(f"params.yaml: no `corpora.{corpus}`; corpora: {', '.join(params.corpora)}")
     extract = {"wikipedia": extract_wikipedia, "text": format_books}[params.corpora[corpus].kind]
     stats = extract(layout.raw(corpus), layout.documents(corpus), corpus, params.compute)
-    write_json(layout.metrics(f"documents_{corpus}"), stats.metrics())
+    write_json(layout.documents_metrics(corpus), stats.metrics())
 
 
 if __name__ == "__main__":

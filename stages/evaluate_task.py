@@ -35,7 +35,7 @@ def main() -> None:
     parser.add_argument("task", help="a task of `tasks.run` in params.yaml, e.g. mrpc")
     task = parser.parse_args().task
     metrics = evaluate(task)
-    path = layout.metrics(f"tasks/{task}")
+    path = layout.task_metrics(task)
     write_json(path, metrics)
     shown = ", ".join(f"{k} {v:.2f}" for k, v in metrics.items() if isinstance(v, float))
     log.info("%s: %s -> %s", metrics["task"], shown, path)

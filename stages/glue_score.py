@@ -26,7 +26,7 @@ def main() -> None:
     tasks = [task for task in load_params().tasks.run if task in GLUE_TASKS]
     measures = {}
     for name in tasks:
-        path = layout.metrics(f"tasks/{name}")
+        path = layout.task_metrics(name)
         if not path.is_file():
             raise UserError(f"{path}: not found; run `dvc repro evaluate_task@{name}`")
         figures = json.loads(path.read_text(encoding="utf-8"))

@@ -51,13 +51,12 @@ def examples(phase: str) -> Path:
     return DATA / "examples" / phase
 
 
-def model(name: str) -> Path:
-    """A stage's trained model: phase1, phase2 (pretraining), squad."""
-    return DATA / "models" / name
+PHASES = ("phase1", "phase2")
 
 
-def task_model(task: str) -> Path:
-    return DATA / "models" / "tasks" / task
+def model(run: str) -> Path:
+    """A training run's model: phase1, phase2 (pretraining), squad, or a task's (data/models/tasks/<task>)."""
+    return DATA / "models" / _run_folder(run)
 
 
 def weights(name: str) -> Path:
@@ -74,26 +73,59 @@ def task_predictions(task: str) -> Path:
 
 
 def checkpoints(run: str) -> Path:
-    """A training run's checkpoints (phase1, phase2, squad, tasks/<task>): outside DVC's outputs,
+    """A training run's checkpoints (phase1, phase2, squad, or a task's): outside DVC's outputs,
     so that a killed stage resumes from them."""
-    return DATA / "checkpoints" / run
+    return DATA / "checkpoints" / _run_folder(run)
 
 
 def logs(run: str) -> Path:
     """The output of each rank of a training run on several processes (rank<R>.log, torchrun's
     torchrun-node<N>.log): under BERT_LOG_DIR when set (an execution setting, like the rendezvous:
     not a param), else data/logs/. Not a DVC output, git-ignored; the next run overwrites them."""
-    return Path(os.environ.get("BERT_LOG_DIR") or DATA / "logs") / run
+    return Path(os.environ.get("BERT_LOG_DIR") or DATA / "logs") / _run_folder(run)
 
 
 def live(run: str) -> Path:
-    """A training run's DVCLive curves: pretrain_phase1, finetune_squad, finetune_task/<task>."""
-    return LIVE / run
+    """A training run's DVCLive curves, under its stage's name: dvclive/pretrain_phase1,
+    dvclive/finetune_squad, dvclive/finetune_task/<task>."""
+    return LIVE / _stage_folder(run)
+
+
+def training_metrics(run: str) -> Path:
+    """A training run's final figures: metrics/pretrain_phase1.json, finetune_squad.json,
+    finetune_task/<task>.json."""
+    return METRICS / f"{_stage_folder(run)}.json"
 
 
 def metrics(name: str) -> Path:
-    """metrics/<name>.json: documents_<corpus>, pretrain_phase1, squad, tasks/<task>, glue, ..."""
+    """metrics/<name>.json of a stage that is not training: squad, benchmark, glue."""
     return METRICS / f"{name}.json"
+
+
+def documents_metrics(corpus: str) -> Path:
+    return METRICS / f"documents_{corpus}.json"
+
+
+def shard_metrics(corpus: str) -> Path:
+    return METRICS / f"shard_{corpus}.json"
+
+
+def task_metrics(task: str) -> Path:
+    """A task's official measures (evaluate_task@<task>)."""
+    return METRICS / "tasks" / f"{task}.json"
+
+
+def _run_folder(run: str) -> str:
+    """Where a training run's folders sit below data/models, data/checkpoints and the logs: a
+    phase and squad by their names, a task's under tasks/."""
+    return run if run in (*PHASES, "squad") else f"tasks/{run}"
+
+
+def _stage_folder(run: str) -> str:
+    """The training stage's name, which names its curves and figures."""
+    if run in PHASES:
+        return f"pretrain_{run}"
+    return "finetune_squad" if run == "squad" else f"finetune_task/{run}"
 
 
 # The stage that builds each weights folder the pipeline makes itself; any other name is a

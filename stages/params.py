@@ -22,8 +22,18 @@ import yaml
 
 from bert.compute import SCHEDULERS, Compute, is_scheduler_address, scheduler_address_problem
 from bert.errors import UserError
-from bert.inputs import read_yaml
+from bert.inputs import (
+    Count,
+    LearningRate,
+    Probability,
+    Range,
+    Seed,
+    Share,
+    WeightDecay,
+    read_yaml,
+)
 from bert.model_presets import PRESETS, config_file
+from bert.recipe import FineTuningRecipe, Recipe, RunSettings
 
 PARAMS_FILE = Path("params.yaml")
 # Names that become folder and stage names (data/raw/<corpus>, download_weights@<name>).
@@ -31,46 +41,6 @@ NAME = re.compile(r"[A-Za-z0-9_-]+")
 # finetune.init values the pipeline builds itself: our pretrained model, and fresh weights.
 BUILT_INITS = ("phase2", "random")
 YAML_BOOLEAN_TRAP = "YAML reads an unquoted no/off/yes/on as a boolean"
-
-
-@dataclass(frozen=True)
-class Range:
-    """The values a number param may take: from `low` to `high`, each end included unless marked
-    open. `meaning` says what a special value stands for, e.g. "0 = all CPU cores"."""
-
-    low: float = -math.inf
-    high: float = math.inf
-    low_open: bool = False
-    high_open: bool = False
-    meaning: str = ""
-
-    def __contains__(self, value: float) -> bool:
-        above = value > self.low if self.low_open else value >= self.low
-        below = value < self.high if self.high_open else value <= self.high
-        return above and below
-
-    def describe(self, kind: type) -> str:
-        what = "an integer" if kind is int else "a finite number"
-        low, high = _plain(self.low), _plain(self.high)
-        if self.high < math.inf:
-            what += f" in {'(' if self.low_open else '['}{low}, {high}{')' if self.high_open else ']'}"
-        elif self.low > -math.inf:
-            what += f" {'>' if self.low_open else '>='} {low}"
-        return what + (f" ({self.meaning})" if self.meaning else "")
-
-
-def _plain(bound: float) -> str:
-    return str(int(bound)) if math.isfinite(bound) and bound == int(bound) else f"{bound:g}"
-
-
-Count = Annotated[int, Range(low=1)]  # how many of something, where none makes no sense
-Probability = Annotated[float, Range(0, 1)]
-Share = Annotated[float, Range(0, 1, high_open=True)]  # a part of a whole that must leave some over
-LearningRate = Annotated[float, Range(0, low_open=True)]
-WeightDecay = Annotated[float, Range(low=0)]
-# np.random.seed takes [0, 2**32), the narrowest range of the seeding calls that a seed reaches.
-Seed = Annotated[int, Range(0, 2**32 - 1)]
-Precision = Literal["fp32", "bf16", "fp16"]
 
 
 @dataclass
@@ -146,25 +116,18 @@ class PretrainPhase2(PretrainPhase):
     init_optimizer_from_phase1: bool  # phase 1 has no earlier optimizer to start from
 
 
-@dataclass
-class Pretrain:
+@dataclass(frozen=True)
+class Pretrain(RunSettings):
+    """Both phases' run settings (bert.recipe.RunSettings), and the recipe keys they share."""
+
     init: str  # random | a key of `weights`: where phase 1 starts
     phase1: PretrainPhase
     phase2: PretrainPhase2
     optimizer: Literal["lamb", "adamw"]
-    precision: Precision
-    compile: bool
     use_apex: bool
-    log_every: Count
-    save_every: Count
-    keep_last: Count
-    resume: bool
-    max_nonfinite_steps: Count  # 0 would stop at the first step, finite or not
     grad_clip: Annotated[float, Range(low=0, meaning="0 = no clipping")]
     decay_power: Annotated[float, Range(low=0, meaning="1 = linear decay to 0, 0 = constant")]
     data_workers: Annotated[int, Range(low=0, meaning="0 = load in the training process")]
-    length_binning: bool
-    unpad: bool
 
 
 @dataclass
@@ -176,23 +139,6 @@ class Distributed:
     # changes no number, so it comes from the environment (bert.distributed.Execution).
 
 
-@dataclass
-class Recipe:
-    """How a fine-tuning run optimises: the recipe of SQuAD and of every task (finetune.recipe), of
-    which squad.recipe and tasks.<task>.recipe may override any key."""
-
-    optimizer: Literal["adamw", "lamb"]
-    epochs: Annotated[float, Range(0, low_open=True)]
-    global_batch_size: Count  # examples per optimizer step, over all GPUs and accumulation steps
-    micro_batch_size: Count  # per GPU and forward pass
-    learning_rate: LearningRate
-    warmup_proportion: Share
-    decay_power: Annotated[float, Range(low=0, meaning="1 = linear decay to 0, 0 = constant")]
-    weight_decay: WeightDecay
-    grad_clip: Annotated[float, Range(low=0, meaning="0 = no clipping")]
-    seed: Seed
-
-
 @dataclass(frozen=True)
 class Override:
     """A mapping that replaces some keys of a dataclass (`of`): each given key is checked as that
@@ -201,7 +147,7 @@ class Override:
     of: type
 
 
-RecipeOverride = Annotated[dict, Override(Recipe)]
+RecipeOverride = Annotated[dict, Override(FineTuningRecipe)]
 
 
 @dataclass
@@ -223,21 +169,13 @@ class Squad:
     recipe: RecipeOverride  # over finetune.recipe
 
 
-@dataclass
-class Finetune:
-    """What SQuAD and every task share: where they start, and how each run computes and records."""
+@dataclass(frozen=True)
+class Finetune(RunSettings):
+    """What SQuAD and every task share: where they start, how each run computes and records
+    (bert.recipe.RunSettings), and the recipe that squad.recipe and tasks.<task>.recipe change."""
 
     init: str  # phase2 | random | a key of `weights`
-    precision: Precision  # training and prediction
-    length_binning: bool
-    unpad: bool
-    compile: bool
-    log_every: Count
-    save_every: Count
-    keep_last: Count
-    resume: bool
-    max_nonfinite_steps: Count
-    recipe: Recipe
+    recipe: FineTuningRecipe
 
 
 @dataclass
@@ -307,35 +245,51 @@ class Params:
     compute: Compute  # where the data stages run their tasks (bert.compute, bert.parallel)
 
     def recipe(self, of: str) -> Recipe:
-        """The fine-tuning recipe of "squad" or a task: finetune.recipe with its overrides."""
+        """The recipe of phase1, phase2, "squad" or a task, built once from params.yaml: a phase's
+        from pretrain and pretrain.<phase> (its seed the top-level one); SQuAD's and a task's is
+        finetune.recipe with squad.recipe's or tasks.<task>.recipe's changes."""
+        if of in ("phase1", "phase2"):
+            phase: PretrainPhase = getattr(self.pretrain, of)
+            return Recipe(
+                optimizer=self.pretrain.optimizer,
+                learning_rate=phase.learning_rate,
+                warmup_proportion=phase.warmup_proportion,
+                decay_power=self.pretrain.decay_power,
+                weight_decay=phase.weight_decay,
+                grad_clip=self.pretrain.grad_clip,
+                global_batch_size=phase.global_batch_size,
+                micro_batch_size=phase.micro_batch_size,
+                seed=self.seed,
+            )
         overrides = self.squad.recipe if of == "squad" else getattr(self.tasks, of).recipe
         return dataclasses.replace(self.finetune.recipe, **overrides)
+
+    def run_settings(self, of: str) -> RunSettings:
+        """How the run of phase1, phase2, "squad" or a task computes and records: pretrain's or
+        finetune's shared keys."""
+        block = self.pretrain if of in ("phase1", "phase2") else self.finetune
+        return RunSettings(
+            **{field.name: getattr(block, field.name) for field in dataclasses.fields(RunSettings)}
+        )
 
     def check_global_batch(self, of: str) -> None:
         """Every training stage, before any work: the global batch of `of` (phase1, phase2, squad or
         a task) splits into micro-batches on every process, or one line names the params."""
+        recipe = self.recipe(of)
         if of in ("phase1", "phase2"):
-            spec, where, prefix = getattr(self.pretrain, of), "", f"pretrain.{of}."
+            where, prefix = "", f"pretrain.{of}."
         else:
-            spec, prefix = self.recipe(of), ""
             where = (
                 "finetune.recipe with " + ("squad.recipe" if of == "squad" else f"tasks.{of}.recipe") + ": "
             )
+            prefix = ""
         world_size = self.distributed.nproc_per_node * self.distributed.nnodes
-        if spec.global_batch_size % (spec.micro_batch_size * world_size):
+        if recipe.global_batch_size % (recipe.micro_batch_size * world_size):
             raise UserError(
-                f"params.yaml: {where}{prefix}global_batch_size {spec.global_batch_size} is not a multiple of "
-                f"{prefix}micro_batch_size {spec.micro_batch_size} x world size {world_size} "
+                f"params.yaml: {where}{prefix}global_batch_size {recipe.global_batch_size} is not a multiple of "
+                f"{prefix}micro_batch_size {recipe.micro_batch_size} x world size {world_size} "
                 "(distributed.nproc_per_node x nnodes); change one of them so that it divides exactly"
             )
-
-    def finetuning(self, of: str) -> dict:
-        """bert.finetune.finetune's recipe and run keywords for "squad" or a task, as params.yaml
-        gives them (finetune.init and finetune.unpad choose the model, which the stage builds)."""
-        shared = {
-            k: v for k, v in dataclasses.asdict(self.finetune).items() if k not in ("init", "unpad", "recipe")
-        }
-        return {**dataclasses.asdict(self.recipe(of)), **shared}
 
 
 def load_params(path: str | Path = PARAMS_FILE) -> Params:

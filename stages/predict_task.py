@@ -32,7 +32,7 @@ def main() -> None:
     parser.add_argument("task", help="a task of `tasks.run` in params.yaml, e.g. mrpc")
     task = task_named(parser.parse_args().task)
     params = load_params()
-    model_dir = layout.task_model(task.name)
+    model_dir = layout.model(task.name)
     if not (model_dir / "config.json").is_file():
         raise UserError(f"{model_dir}: no model; run `dvc repro finetune_task@{task.name}` first")
     tokenizer, _ = load_tokenizer_from_dir(model_dir, params.vocab.lower_case)

@@ -21,15 +21,16 @@ from pathlib import Path
 
 import torch
 
-from bert.checkpoints import UNREADABLE, file_sha256, load_checkpoint, newest_checkpoint, run_signature
+from bert.checkpoints import UNREADABLE, file_sha256, load_checkpoint, newest_checkpoint
 from bert.distributed import Distributed, launch
 from bert.errors import UserError, run_main
 from bert.hf import WEIGHT_FILES
 from bert.modeling import BertConfig, BertForPreTraining
-from bert.optim import build_optimizer, fit_optimizer_state, warmup_poly_schedule
+from bert.optim import fit_optimizer_state, learning_rate_schedule, recipe_optimizer
 from bert.pretraining.loader import DynamicMasking, PretrainingData
 from bert.pretraining.loss import pretraining_objective
-from bert.training import TrainConfig, train
+from bert.recipe import Recipe
+from bert.training import RunRecord, train
 from stages import layout
 from stages.params import Params, load_params
 
@@ -87,18 +88,11 @@ def pretrain(params: Params, phase: str, distributed: Distributed) -> None:
             )
     model.to(distributed.device)
 
-    optimizer = build_optimizer(
-        model,
-        params.pretrain.optimizer,
-        spec.learning_rate,
-        spec.weight_decay,
-        params.pretrain.use_apex,
-        fused=True,
-    )
+    recipe = params.recipe(phase)
+    optimizer = recipe_optimizer(model, recipe, params.pretrain.use_apex)
     if phase == "phase2" and spec.init_optimizer_from_phase1:
-        _load_phase1_optimizer(optimizer, params.pretrain.optimizer)
-    warmup = round(spec.warmup_proportion * spec.max_steps)
-    scheduler = warmup_poly_schedule(optimizer, warmup, spec.max_steps, params.pretrain.decay_power)
+        _load_phase1_optimizer(optimizer, recipe.optimizer)
+    scheduler = learning_rate_schedule(optimizer, recipe, spec.max_steps)
 
     masking = None
     if params.examples.masking == "dynamic":
@@ -110,9 +104,9 @@ def pretrain(params: Params, phase: str, distributed: Distributed) -> None:
         )
     data = PretrainingData(
         shards,
-        global_batch_size=spec.global_batch_size,
-        micro_batch_size=spec.micro_batch_size,
-        seed=params.seed,
+        global_batch_size=recipe.global_batch_size,
+        micro_batch_size=recipe.micro_batch_size,
+        seed=recipe.seed,
         rank=distributed.rank,
         world_size=distributed.world_size,
         num_workers=params.pretrain.data_workers,
@@ -124,7 +118,7 @@ def pretrain(params: Params, phase: str, distributed: Distributed) -> None:
         log.info(
             "%s: %s (%.1fM parameters), %d shards / %d sequences, global batch %d = %d x %d accum x %d ranks, %d steps",
             phase, _model_name(params), model.num_parameters() / 1e6, len(shards), sum(data.sizes),
-            spec.global_batch_size, spec.micro_batch_size, data.accumulation_steps, distributed.world_size,
+            recipe.global_batch_size, recipe.micro_batch_size, data.accumulation_steps, distributed.world_size,
             spec.max_steps,
         )  # fmt: skip
         log.info(
@@ -132,8 +126,11 @@ def pretrain(params: Params, phase: str, distributed: Distributed) -> None:
             ", sequences binned by length" if length_binning else "",
             "packed real tokens (unpad)" if unpad else "padded batches",
         )
-    config = train_config(params, phase, _described(params, phase, shards, length_binning))
-    train(model, data, pretraining_objective, optimizer, scheduler, config)
+    record = run_record(params, phase, _described(params, phase, recipe, shards))
+    train(
+        model, data, pretraining_objective, optimizer, scheduler,
+        max_steps=spec.max_steps, recipe=recipe, settings=params.run_settings(phase), record=record,
+    )  # fmt: skip
     if distributed.is_main:
         model.save_pretrained(layout.model(phase), vocab_file=vocab_file, lower_case=params.vocab.lower_case)
         log.info("wrote %s", layout.model(phase))
@@ -174,25 +171,13 @@ def _model_name(params: Params) -> str:
     return params.model.size if params.pretrain.init == "random" else f"weights.{params.pretrain.init}"
 
 
-def train_config(params: Params, phase: str, described: dict) -> TrainConfig:
-    """The training loop's settings for `phase`, every one from params.yaml."""
-    spec = getattr(params.pretrain, phase)
-    return TrainConfig(
-        max_steps=spec.max_steps,
-        precision=params.pretrain.precision,
-        grad_clip=params.pretrain.grad_clip,
-        log_every=params.pretrain.log_every,
-        save_every=params.pretrain.save_every,
-        keep_last=params.pretrain.keep_last,
+def run_record(params: Params, phase: str, described: dict) -> RunRecord:
+    """Where the phase's run keeps its files, what it learns from, and how it computes."""
+    return RunRecord(
         checkpoint_dir=layout.checkpoints(phase),
-        resume=params.pretrain.resume,
-        max_nonfinite_steps=params.pretrain.max_nonfinite_steps,
-        compile=params.pretrain.compile,
-        seed=params.seed,
-        live_dir=layout.live(f"pretrain_{phase}"),
-        metrics_file=layout.metrics(f"pretrain_{phase}"),
-        run_signature=run_signature(described),
-        run_description=described,
+        live_dir=layout.live(phase),
+        metrics_file=layout.training_metrics(phase),
+        description=described,
         execution={
             "unpad": params.pretrain.unpad,
             "use_apex": params.pretrain.use_apex,
@@ -201,22 +186,21 @@ def train_config(params: Params, phase: str, described: dict) -> TrainConfig:
     )
 
 
-def _described(params, phase: str, shards: list[Path], length_binning: bool) -> dict:
+def _described(params: Params, phase: str, recipe: Recipe, shards: list[Path]) -> dict:
     """What makes a checkpoint belong to this run (its signature hashes this). Not the world size or
     the split of the global batch into micro-batch x accumulation: resuming on other hardware is
     allowed, and sees the rows the uninterrupted run would have seen (bert.global_batch). Not
     max_steps: a larger one extends the run."""
-    spec = getattr(params.pretrain, phase)
     described = {
         "phase": phase,
         "model": params.model.size,
-        "optimizer": params.pretrain.optimizer,
-        "learning_rate": spec.learning_rate,
-        "warmup_proportion": spec.warmup_proportion,
-        "weight_decay": spec.weight_decay,
-        "grad_clip": params.pretrain.grad_clip,
-        "global_batch": spec.global_batch_size,
-        "seed": params.seed,
+        "optimizer": recipe.optimizer,
+        "learning_rate": recipe.learning_rate,
+        "warmup_proportion": recipe.warmup_proportion,
+        "weight_decay": recipe.weight_decay,
+        "grad_clip": recipe.grad_clip,
+        "global_batch": recipe.global_batch_size,
+        "seed": recipe.seed,
         "masking": params.examples.masking,
         "shards": [(p.name, p.stat().st_size) for p in shards],
         # What the shards were made from and how (the manifest lists params, vocab hash and counts).
@@ -227,10 +211,12 @@ def _described(params, phase: str, shards: list[Path], length_binning: bool) -> 
     }
     if not params.examples.next_sentence:  # named only when off, so older checkpoints still resume
         described["next_sentence"] = False
-    if length_binning:  # another data order; named only when on, so older checkpoints still resume
+    if (
+        params.pretrain.length_binning
+    ):  # another data order; named only when on, so older checkpoints still resume
         described["length_binning"] = True
-    if params.pretrain.decay_power != 0.5:  # the schedule's shape; 0.5 was fixed before it was a param
-        described["decay_power"] = params.pretrain.decay_power
+    if recipe.decay_power != 0.5:  # the schedule's shape; 0.5 was fixed before it was a param
+        described["decay_power"] = recipe.decay_power
     return described
 
 
@@ -250,8 +236,8 @@ def _load_phase1_optimizer(optimizer: torch.optim.Optimizer, name: str) -> None:
     newest = newest_checkpoint(layout.checkpoints("phase1"))
     if newest is None:
         raise UserError(
-            "pretrain.phase2.init_optimizer_from_phase1 is on but data/checkpoints/phase1 holds no checkpoint; "
-            "re-run phase 1 or turn the option off"
+            f"pretrain.phase2.init_optimizer_from_phase1 is on but {layout.checkpoints('phase1')} holds no "
+            "checkpoint; re-run phase 1 or turn the option off"
         )
     try:
         state = load_checkpoint(newest)["optimizer"]

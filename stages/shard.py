@@ -27,7 +27,7 @@ def main() -> None:
         seed=params.seed,
         compute=params.compute,
     )
-    write_json(layout.metrics(f"shard_{corpus}"), metrics)
+    write_json(layout.shard_metrics(corpus), metrics)
 
 
 if __name__ == "__main__":

@@ -21,7 +21,8 @@ from bert.errors import UserError, run_main
 from bert.modeling import BertForPreTraining
 from bert.optim import Lamb, build_optimizer, fit_optimizer_state, warmup_poly_schedule
 from bert.pretraining.loss import pretraining_loss, pretraining_objective
-from bert.training import TrainConfig, per_row, train
+from bert.training import per_row
+from tests.support.loop import run_loop
 from tests.support.shard_fixtures import tiny_model, write_shards
 from tests.support.stage_workspace import REPO
 from tests.test_training import pretrain
@@ -475,9 +476,10 @@ def test_ranks_that_cannot_read_rank_0s_checkpoint_stop_the_job_naming_it(tmp_pa
         folder.mkdir()
     model = nn.Linear(4, 1)
     optimizer = build_optimizer(model, "adamw", 1e-2, 0.0)
-    config = TrainConfig(max_steps=2, save_every=2, checkpoint_dir=folders[0] / "ckpt", progress=False)
     square = per_row(lambda m, b: (m(b["x"]).pow(2).mean(), {}))
-    train(model, [{"x": torch.randn(2, 4)}], square, optimizer, warmup_poly_schedule(optimizer, 0, 4), config)
+    scheduler = warmup_poly_schedule(optimizer, 0, 4, power=1.0)
+    run_loop(model, [{"x": torch.randn(2, 4)}], square, optimizer, scheduler, max_steps=2, save_every=2,
+             checkpoint_dir=folders[0] / "ckpt")  # fmt: skip
     (folders[2] / "ckpt").mkdir()
     (folders[2] / "ckpt/step-00000002.pt").write_bytes(b"another file")
     command = torchrun_command(

@@ -41,21 +41,21 @@ def test_no_stage_or_script_spells_a_pipeline_path():
 
 def expected_outputs(params: dict) -> set[str]:
     corpora, phases, tasks = list(params["corpora"]), ("phase1", "phase2"), params["tasks"]["run"]
-    paths = {layout.VOCAB_DIR, layout.SQUAD_DIR, layout.model("squad"), layout.live("finetune_squad"),
-             layout.metrics("finetune_squad"), layout.SQUAD_PREDICTIONS, layout.metrics("squad"),
+    paths = {layout.VOCAB_DIR, layout.SQUAD_DIR, layout.model("squad"), layout.live("squad"),
+             layout.training_metrics("squad"), layout.SQUAD_PREDICTIONS, layout.metrics("squad"),
              layout.metrics("benchmark"), layout.metrics("glue"), layout.SOURCES}  # fmt: skip
     for corpus in corpora:
         paths |= {layout.raw(corpus), layout.documents(corpus), layout.shards(corpus),
-                  layout.metrics(f"documents_{corpus}"), layout.metrics(f"shard_{corpus}")}  # fmt: skip
+                  layout.documents_metrics(corpus), layout.shard_metrics(corpus)}  # fmt: skip
     for phase in phases:
-        paths |= {layout.examples(phase), layout.model(phase), layout.live(f"pretrain_{phase}"),
-                  layout.metrics(f"pretrain_{phase}")}  # fmt: skip
+        paths |= {layout.examples(phase), layout.model(phase), layout.live(phase),
+                  layout.training_metrics(phase)}  # fmt: skip
     for name in [*layout.BUILT_WEIGHTS, *params["weights"]]:
         paths.add(layout.weights(name))
     for task in tasks:
-        paths |= {layout.task_data(task), layout.task_model(task), layout.live(f"finetune_task/{task}"),
-                  layout.metrics(f"finetune_task/{task}"), layout.task_predictions(task),
-                  layout.metrics(f"tasks/{task}")}  # fmt: skip
+        paths |= {layout.task_data(task), layout.model(task), layout.live(task),
+                  layout.training_metrics(task), layout.task_predictions(task),
+                  layout.task_metrics(task)}  # fmt: skip
     return {str(path) for path in paths}
 
 

@@ -128,5 +128,5 @@ def test_warmup_poly_schedule(power):
 
 def test_schedule_without_warmup_starts_at_peak():
     optimizer = torch.optim.SGD([nn.Parameter(torch.zeros(1))], lr=1.0)
-    schedule = warmup_poly_schedule(optimizer, 0, 10)
+    schedule = warmup_poly_schedule(optimizer, 0, 10, power=1.0)
     assert schedule.get_last_lr()[0] == 1.0

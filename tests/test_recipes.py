@@ -1,6 +1,7 @@
-"""params.yaml is the one source of every training setting: each training stage's TrainConfig,
-optimizer and schedule are checked field by field against the params (set to values no library
-default has), and prediction takes its precision from finetune.precision for SQuAD and tasks."""
+"""params.yaml is the one source of every training setting: each training stage's recipe, run
+settings, run record, optimizer and schedule are checked field by field against the params (set to
+values no library default has), the library's types have no defaults, and prediction takes its
+precision from finetune.precision for SQuAD and tasks."""
 
 import dataclasses
 import inspect
@@ -10,17 +11,18 @@ import pytest
 import torch
 
 import bert.finetune
-from bert.checkpoints import run_signature
 from bert.distributed import Distributed
 from bert.finetune import steps_for_epochs
 from bert.modeling import BertForQuestionAnswering
-from bert.optim import Lamb
+from bert.optim import Lamb, learning_rate_schedule, recipe_optimizer
+from bert.recipe import FineTuningRecipe, Recipe, RunSettings
 from bert.tasks.data import task_named
 from bert.tasks.model import load_task_model
-from bert.training import TrainConfig
+from bert.training import RunRecord
 from stages import finetune_squad, finetune_task, predict_squad, predict_task, pretrain
-from stages.params import Finetune, Recipe, load_params
+from stages.params import Finetune, Pretrain, load_params
 from tests.squad.test_stages import make_project as squad_project
+from tests.support.shard_fixtures import tiny_model
 from tests.support.stage_workspace import make_workspace, set_params
 from tests.tasks.test_stages import make_project as task_project
 from tests.tasks.test_stages import run as run_stage
@@ -28,7 +30,7 @@ from tests.tasks.test_stages import run as run_stage
 ALONE = Distributed(rank=0, local_rank=0, world_size=1, device=torch.device("cpu"))
 # Values no default in bert/ has, so a setting taken from a default instead of params.yaml shows.
 RUN = {"precision": "bf16", "compile": True, "log_every": 3, "save_every": 9, "keep_last": 5, "resume": False,
-       "max_nonfinite_steps": 7}  # fmt: skip
+       "max_nonfinite_steps": 7, "length_binning": True, "unpad": False}  # fmt: skip
 RECIPE = {"optimizer": "lamb", "epochs": 2, "global_batch_size": 4, "micro_batch_size": 2, "learning_rate": 3e-4,
           "warmup_proportion": 0.25, "decay_power": 2.0, "weight_decay": 0.02, "grad_clip": 0.5, "seed": 7}  # fmt: skip
 
@@ -36,8 +38,8 @@ RECIPE = {"optimizer": "lamb", "epochs": 2, "global_batch_size": 4, "micro_batch
 def capture_training(monkeypatch) -> list:
     calls = []
 
-    def train(model, batches, objective, optimizer, scheduler, config):
-        calls.append((batches, optimizer, scheduler, config))
+    def train(model, batches, objective, optimizer, scheduler, **run):
+        calls.append((batches, optimizer, scheduler, run))
         return {}
 
     monkeypatch.setattr(bert.finetune, "train", train)
@@ -45,55 +47,50 @@ def capture_training(monkeypatch) -> list:
     return calls
 
 
-def test_finetune_takes_every_recipe_and_run_setting_as_a_required_keyword():
-    """The library has no defaults for what params.yaml sets: the schema's fields are exactly the
-    keywords of bert.finetune.finetune that the stages fill from it."""
+@pytest.mark.parametrize("kind", [Recipe, FineTuningRecipe, RunSettings, RunRecord])
+def test_the_library_types_of_a_run_have_no_defaults(kind):
+    assert all(f.default is f.default_factory is dataclasses.MISSING for f in dataclasses.fields(kind))
+
+
+def test_params_blocks_are_the_library_types():
+    """finetune and pretrain are RunSettings (and finetune.recipe a FineTuningRecipe) as they
+    stand in params.yaml, and bert.finetune.finetune takes them whole, each required."""
+    settings = {f.name for f in dataclasses.fields(RunSettings)}
+    assert issubclass(Finetune, RunSettings) and issubclass(Pretrain, RunSettings)
+    assert {f.name for f in dataclasses.fields(Finetune)} == settings | {"init", "recipe"}
     keywords = inspect.signature(bert.finetune.finetune).parameters.values()
     required = {p.name for p in keywords if p.kind is p.KEYWORD_ONLY and p.default is p.empty}
-    from_params = {f.name for f in dataclasses.fields(Recipe)} | {
-        f.name for f in dataclasses.fields(Finetune)
-    }
-    from_stage = {
-        "rank",
-        "world_size",
-        "checkpoint_dir",
-        "live_dir",
-        "metrics_file",
-        "run_description",
-        "execution",
-    }
-    assert required == (from_params - {"init", "unpad", "recipe"}) | from_stage
-    assert all(p.kind is not p.KEYWORD_ONLY or p.default is p.empty for p in keywords)
+    assert required == {"recipe", "settings", "record", "rank", "world_size"}
 
 
-def check_config(config: TrainConfig, expected: dict) -> None:
-    """Every TrainConfig field is named in `expected` (a new field must be wired and checked)."""
-    assert set(expected) == {field.name for field in dataclasses.fields(TrainConfig)}
-    for name, value in expected.items():
-        assert getattr(config, name) == value, name
-    assert config.run_signature == run_signature(config.run_description)
+def check_run(run: dict, recipe: Recipe, settings: dict, max_steps: int, folders: tuple, execution: dict):
+    """What the loop was given: the recipe, params.yaml's run settings and the run's folders."""
+    assert run["recipe"] == recipe and run["max_steps"] == max_steps
+    assert run["settings"] == RunSettings(**settings)
+    record = run["record"]
+    assert (record.checkpoint_dir, record.live_dir, record.metrics_file) == folders
+    assert record.execution == execution
 
 
-def check_fine_tuning(
-    batches, optimizer, scheduler, config, recipe, checkpoints: Path, live: Path, metrics: Path
-):
-    steps = steps_for_epochs(batches.num_examples, recipe["epochs"], recipe["global_batch_size"])
-    check_config(
-        config,
-        {**RUN, "max_steps": steps, "grad_clip": recipe["grad_clip"], "seed": recipe["seed"],
-         "checkpoint_dir": checkpoints, "live_dir": live, "metrics_file": metrics, "execution": {"unpad": False},
-         "run_signature": config.run_signature, "run_description": config.run_description, "progress": True},
-    )  # fmt: skip
-    assert config.run_description["recipe"]["learning_rate"] == recipe["learning_rate"]
+def check_optimizer_and_schedule(optimizer, scheduler, recipe: Recipe, steps: int) -> None:
+    assert isinstance(optimizer, Lamb)
+    assert [group["weight_decay"] for group in optimizer.param_groups] == [recipe.weight_decay, 0.0]
+    warmup = round(recipe.warmup_proportion * steps)
+    factor = scheduler.lr_lambdas[0]
+    assert scheduler.base_lrs[0] == recipe.learning_rate
+    middle = (warmup + steps) // 2
+    assert factor(middle) == pytest.approx(((steps - middle) / (steps - warmup)) ** recipe.decay_power)
+
+
+def check_fine_tuning(calls: list, recipe: dict, run_name: str, folders: tuple) -> None:
+    (batches, optimizer, scheduler, run) = calls[0]
+    expected = FineTuningRecipe(**recipe)
+    steps = steps_for_epochs(batches.num_examples, expected.epochs, expected.global_batch_size)
+    check_run(run, expected, RUN, steps, tuple(map(Path, folders)), {"unpad": False})
+    assert run["record"].description["recipe"]["learning_rate"] == recipe["learning_rate"]
     assert (batches.global_batch, batches.micro_batch, batches.accumulation_steps) == (4, 2, 2)
     assert batches.seed == recipe["seed"] and batches.length_binning
-    assert isinstance(optimizer, Lamb)
-    assert [group["weight_decay"] for group in optimizer.param_groups] == [recipe["weight_decay"], 0.0]
-    warmup = round(recipe["warmup_proportion"] * steps)
-    factor = scheduler.lr_lambdas[0]
-    assert scheduler.base_lrs[0] == recipe["learning_rate"]
-    middle = (warmup + steps) // 2
-    assert factor(middle) == pytest.approx(((steps - middle) / (steps - warmup)) ** recipe["decay_power"])
+    check_optimizer_and_schedule(optimizer, scheduler, expected, steps)
 
 
 def test_squad_fine_tuning_is_configured_by_params_alone(tmp_path, uncased_vocab, monkeypatch):
@@ -103,10 +100,8 @@ def test_squad_fine_tuning_is_configured_by_params_alone(tmp_path, uncased_vocab
     monkeypatch.chdir(root)
     calls = capture_training(monkeypatch)
     finetune_squad.run(load_params(), ALONE)
-    (batches, optimizer, scheduler, config) = calls[0]
-    check_fine_tuning(batches, optimizer, scheduler, config, {**RECIPE, "learning_rate": 1e-3},
-                      Path("data/checkpoints/squad"), Path("dvclive/finetune_squad"),
-                      Path("metrics/finetune_squad.json"))  # fmt: skip
+    check_fine_tuning(calls, {**RECIPE, "learning_rate": 1e-3}, "squad",
+                      ("data/checkpoints/squad", "dvclive/finetune_squad", "metrics/finetune_squad.json"))  # fmt: skip
 
 
 def test_task_fine_tuning_is_configured_by_params_alone(tmp_path, uncased_vocab, monkeypatch):
@@ -117,30 +112,35 @@ def test_task_fine_tuning_is_configured_by_params_alone(tmp_path, uncased_vocab,
     run_stage(root, "stages.download_task", "rte")
     calls = capture_training(monkeypatch)
     finetune_task.run(task_named("rte"), load_params(), ALONE)
-    (batches, optimizer, scheduler, config) = calls[0]
-    check_fine_tuning(batches, optimizer, scheduler, config, {**RECIPE, "seed": 11},
-                      Path("data/checkpoints/tasks/rte"), Path("dvclive/finetune_task/rte"),
-                      Path("metrics/finetune_task/rte.json"))  # fmt: skip
+    check_fine_tuning(calls, {**RECIPE, "seed": 11}, "rte",
+                      ("data/checkpoints/tasks/rte", "dvclive/finetune_task/rte", "metrics/finetune_task/rte.json"))  # fmt: skip
 
 
 @pytest.mark.parametrize("phase", ["phase1", "phase2"])
 def test_pretraining_is_configured_by_params_alone(tmp_path, monkeypatch, phase):
     root = make_workspace(tmp_path)
-    shared = {"precision": "bf16", "compile": True, "log_every": 3, "save_every": 9, "keep_last": 5,
-              "resume": False, "max_nonfinite_steps": 7, "grad_clip": 0.5, "decay_power": 2.0}  # fmt: skip
+    shared = {**RUN, "grad_clip": 0.5, "decay_power": 2.0, "optimizer": "lamb"}
+    per_phase = {"max_steps": 12, "global_batch_size": 6, "micro_batch_size": 3, "learning_rate": 3e-4,
+                 "warmup_proportion": 0.25, "weight_decay": 0.02}  # fmt: skip
     set_params(root, {**{f"pretrain.{k}": v for k, v in shared.items()}, "seed": 99,
-                      f"pretrain.{phase}.max_steps": 12})  # fmt: skip
+                      **{f"pretrain.{phase}.{k}": v for k, v in per_phase.items()}})  # fmt: skip
     monkeypatch.chdir(root)
     params = load_params()
-    config = pretrain.train_config(params, phase, {"phase": phase})
-    check_config(
-        config,
-        {**{k: v for k, v in shared.items() if k != "decay_power"}, "max_steps": 12, "seed": 99,
-         "checkpoint_dir": Path(f"data/checkpoints/{phase}"), "live_dir": Path(f"dvclive/pretrain_{phase}"),
-         "metrics_file": Path(f"metrics/pretrain_{phase}.json"), "run_signature": run_signature({"phase": phase}),
-         "run_description": {"phase": phase}, "progress": True,
-         "execution": {"unpad": False, "use_apex": False, "data_workers": 0}},
+    recipe = params.recipe(phase)
+    assert recipe == Recipe(
+        optimizer="lamb", learning_rate=3e-4, warmup_proportion=0.25, decay_power=2.0, weight_decay=0.02,
+        grad_clip=0.5, global_batch_size=6, micro_batch_size=3, seed=99,
     )  # fmt: skip
+    assert params.run_settings(phase) == RunSettings(**RUN)
+    record = pretrain.run_record(params, phase, {"phase": phase})
+    assert (record.checkpoint_dir, record.live_dir, record.metrics_file) == (
+        Path(f"data/checkpoints/{phase}"), Path(f"dvclive/pretrain_{phase}"), Path(f"metrics/pretrain_{phase}.json")
+    )  # fmt: skip
+    assert record.description == {"phase": phase}
+    assert record.execution == {"unpad": False, "use_apex": False, "data_workers": 0}
+    model = tiny_model(seed=0, dropout=0.0)
+    optimizer = recipe_optimizer(model, recipe, use_apex=False)
+    check_optimizer_and_schedule(optimizer, learning_rate_schedule(optimizer, recipe, 12), recipe, 12)
 
 
 def test_prediction_runs_in_finetune_precision_for_squad_and_tasks(tmp_path, uncased_vocab, monkeypatch):

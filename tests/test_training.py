@@ -14,7 +14,8 @@ from bert.errors import UserError
 from bert.optim import build_optimizer, warmup_poly_schedule
 from bert.pretraining.loader import DynamicMasking, PretrainingData
 from bert.pretraining.loss import pretraining_objective
-from bert.training import TrainConfig, per_row, train, truncate_live_history
+from bert.training import per_row, truncate_live_history
+from tests.support.loop import run_loop
 from tests.support.shard_fixtures import tiny_model, write_shard, write_shards, write_vocab
 from tests.support.stage_workspace import REPO
 
@@ -46,10 +47,8 @@ def pretrain(
         seed=3,
         live_dir=tmp_path / "live",
         metrics_file=tmp_path / "metrics.json",
-        progress=False,
     )
-    config = TrainConfig(**{**settings, **overrides})
-    summary = train(model, data, objective, optimizer, scheduler, config)
+    summary = run_loop(model, data, objective, optimizer, scheduler, **{**settings, **overrides})
     return model, summary
 
 
@@ -202,15 +201,17 @@ def test_learns_on_repeated_batches(tmp_path, device, precision):
     shards = [write_shard(tmp_path / "one.hdf5", 16, 16, 3, seed=1)]
     model = tiny_model(seed=0, dropout=0.0).to(device)
     optimizer = build_optimizer(model, "lamb", 1e-1, 0.01)
-    scheduler = warmup_poly_schedule(optimizer, 5, 80)
+    scheduler = warmup_poly_schedule(optimizer, 5, 80, power=1.0)
     data = PretrainingData(shards, global_batch_size=16, micro_batch_size=16, seed=0)
-    summary = train(
+    summary = run_loop(
         model,
         data,
         pretraining_objective,
         optimizer,
         scheduler,
-        TrainConfig(max_steps=80, log_every=10, precision=precision, progress=False),
+        max_steps=80,
+        log_every=10,
+        precision=precision,
     )
     assert summary["loss"] < 0.2 * summary["first_loss"] and summary["mlm_accuracy"] > 0.9
     # fp16: an overflow skips its step and halves the loss scale (4 skips on CPU, same test)
@@ -240,18 +241,11 @@ def test_accumulation_equals_large_batch(optimizer_name):
     for accum, size in [(1, 32), (4, 8)]:
         model = Regression()
         optimizer = build_optimizer(model, optimizer_name, 1e-2, 0.01)
-        scheduler = warmup_poly_schedule(optimizer, 0, 1)
+        scheduler = warmup_poly_schedule(optimizer, 0, 1, power=1.0)
         batches = Accumulated(
             [{"x": x[i : i + size], "y": y[i : i + size]} for i in range(0, 32, size)], accum
         )
-        train(
-            model,
-            batches,
-            per_row(mse),
-            optimizer,
-            scheduler,
-            TrainConfig(max_steps=1, grad_clip=0.1, progress=False),
-        )
+        run_loop(model, batches, per_row(mse), optimizer, scheduler, max_steps=1, grad_clip=0.1)
         results.append(model.state_dict())
     for name in results[0]:
         torch.testing.assert_close(results[0][name], results[1][name], atol=1e-6, rtol=1e-5)
@@ -264,24 +258,18 @@ def test_plain_iterable_resumes_by_replaying(tmp_path):
         for _ in range(5)
     ]
 
-    def run(steps):
+    def run(steps, folder):
         model = Regression()
         optimizer = build_optimizer(model, "adamw", 1e-2, 0.01)
-        scheduler = warmup_poly_schedule(optimizer, 1, 12)
-        config = TrainConfig(
-            max_steps=steps, save_every=2, checkpoint_dir=tmp_path / steps.__str__(), progress=False
-        )
-        return model, optimizer, scheduler, config
+        scheduler = warmup_poly_schedule(optimizer, 1, 12, power=1.0)
+        run_loop(model, batches, per_row(mse), optimizer, scheduler, max_steps=steps, save_every=2,
+                 checkpoint_dir=tmp_path / folder)  # fmt: skip
+        return model
 
-    straight = run(12)
-    train(straight[0], batches, per_row(mse), *straight[1:])
-    first = run(7)
-    first[3].checkpoint_dir = tmp_path / "split"
-    train(first[0], batches, per_row(mse), *first[1:])
-    second = run(12)
-    second[3].checkpoint_dir = tmp_path / "split"
-    train(second[0], batches, per_row(mse), *second[1:])
-    for a, b in zip(straight[0].state_dict().values(), second[0].state_dict().values()):
+    straight = run(12, "straight")
+    run(7, "split")
+    second = run(12, "split")
+    for a, b in zip(straight.state_dict().values(), second.state_dict().values()):
         assert torch.equal(a, b)
 
 
@@ -295,13 +283,11 @@ def test_nonfinite_loss_stops_with_clear_error_and_keeps_checkpoint(tmp_path):
 
     model = Regression()
     optimizer = build_optimizer(model, "lamb", 1e-2, 0.01)
-    scheduler = warmup_poly_schedule(optimizer, 0, 20)
+    scheduler = warmup_poly_schedule(optimizer, 0, 20, power=1.0)
     batches = [{"x": torch.randn(4, 6), "y": torch.randn(4)}]
-    config = TrainConfig(
-        max_steps=20, save_every=2, max_nonfinite_steps=3, checkpoint_dir=tmp_path, progress=False
-    )
     with pytest.raises(UserError, match=r"were not finite for 3 steps in a row .*step-00000004\.pt"):
-        train(model, batches, per_row(exploding), optimizer, scheduler, config)
+        run_loop(model, batches, per_row(exploding), optimizer, scheduler, max_steps=20, save_every=2,
+                 max_nonfinite_steps=3, checkpoint_dir=tmp_path)  # fmt: skip
     assert [p.name for p in list_checkpoints(tmp_path)] == ["step-00000002.pt", "step-00000004.pt"]
     assert all(torch.isfinite(p).all() for p in model.parameters())  # skipped updates left it intact
 
@@ -315,9 +301,9 @@ def test_mixed_precision_runs(tmp_path, precision):
 
 def test_signature_change_starts_afresh(tmp_path):
     shards = write_shards(tmp_path / "shards")
-    pretrain(tmp_path, shards, 3, run_signature="a")
+    pretrain(tmp_path, shards, 3, description={"run": "a"})
     assert len(list_checkpoints(tmp_path / "checkpoints")) == 1
-    _, summary = pretrain(tmp_path, shards, 2, run_signature="b")
+    _, summary = pretrain(tmp_path, shards, 2, description={"run": "b"})
     assert [p.name for p in list_checkpoints(tmp_path / "checkpoints")] == ["step-00000002.pt"]
     assert summary["steps"] == 2
 

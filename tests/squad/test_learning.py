@@ -23,7 +23,7 @@ from bert.squad.evaluation import evaluate
 from bert.squad.features import make_features
 from bert.squad.predict import predict_logits
 from bert.tokenization import SPECIAL_TOKENS, load_tokenizer
-from bert.training import TrainConfig, train
+from tests.support.loop import run_loop
 
 NAMES = [
     f"{a}{b}" for a in ("bel", "cor", "dun", "fal", "gar", "hol", "kes", "lom") for b in ("ina", "ek", "os")
@@ -104,10 +104,9 @@ def test_tiny_bert_learns_a_span_task(tmp_path):
     max_steps = steps_for_epochs(len(train_features), epochs=10, global_batch_size=32)
     optimizer = build_optimizer(model, "adamw", learning_rate=2e-3, weight_decay=0.01)
     scheduler = warmup_poly_schedule(optimizer, max_steps // 10, max_steps, power=1.0)
-    summary = train(
-        model, batches, question_answering_objective, optimizer, scheduler,
-        TrainConfig(max_steps=max_steps, log_every=20, progress=False),
-    )  # fmt: skip
+    summary = run_loop(
+        model, batches, question_answering_objective, optimizer, scheduler, max_steps=max_steps, log_every=20
+    )
     assert summary["loss"] < 0.5 * summary["first_loss"]
 
     start_logits, end_logits = predict_logits(

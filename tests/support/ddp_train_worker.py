@@ -11,7 +11,7 @@ from bert.distributed import rank_and_world_size, setup_distributed
 from bert.optim import build_optimizer, warmup_poly_schedule
 from bert.pretraining.loader import PretrainingData
 from bert.pretraining.loss import pretraining_objective
-from bert.training import TrainConfig, train
+from tests.support.loop import run_loop
 from tests.support.shard_fixtures import tiny_model
 
 STEPS = 4
@@ -32,8 +32,7 @@ def train_tiny(shards: list[Path], global_batch_size: int, micro_batch_size: int
         world_size=world_size,
         length_binning=True,
     )
-    config = TrainConfig(max_steps=STEPS, log_every=1, progress=False)
-    summary = train(model, data, pretraining_objective, optimizer, scheduler, config)
+    summary = run_loop(model, data, pretraining_objective, optimizer, scheduler, max_steps=STEPS, log_every=1)
     return model.state_dict(), summary
 
 

@@ -9,7 +9,8 @@ from torch import nn
 
 from bert.distributed import Distributed, launch
 from bert.optim import build_optimizer, warmup_poly_schedule
-from bert.training import TrainConfig, per_row, train
+from bert.training import per_row
+from tests.support.loop import run_loop
 
 
 def main() -> None:
@@ -22,7 +23,7 @@ def work(failing_rank: int, distributed: Distributed) -> None:
     torch.manual_seed(0)
     model = nn.Linear(4, 1)
     optimizer = build_optimizer(model, "adamw", 1e-2, 0.0)
-    scheduler = warmup_poly_schedule(optimizer, 0, 50)
+    scheduler = warmup_poly_schedule(optimizer, 0, 50, power=1.0)
     batches = [{"x": torch.randn(2, 4)} for _ in range(4)]
 
     def loss_fn(model, batch):
@@ -30,7 +31,7 @@ def work(failing_rank: int, distributed: Distributed) -> None:
             raise RuntimeError(f"rank {distributed.rank} failed on purpose at step 3")
         return model(batch["x"]).pow(2).mean(), {}
 
-    train(model, batches, per_row(loss_fn), optimizer, scheduler, TrainConfig(max_steps=50, progress=False))
+    run_loop(model, batches, per_row(loss_fn), optimizer, scheduler, max_steps=50)
 
 
 if __name__ == "__main__":

@@ -10,7 +10,8 @@ from torch import nn
 from bert.distributed import setup_distributed
 from bert.errors import run_main
 from bert.optim import build_optimizer, warmup_poly_schedule
-from bert.training import TrainConfig, per_row, train
+from bert.training import per_row
+from tests.support.loop import run_loop
 
 
 def main() -> None:
@@ -18,15 +19,15 @@ def main() -> None:
     torch.manual_seed(0)
     model = nn.Linear(4, 1)
     optimizer = build_optimizer(model, "adamw", 1e-2, 0.0)
-    scheduler = warmup_poly_schedule(optimizer, 0, 50)
-    config = TrainConfig(max_steps=50, save_every=100, checkpoint_dir=sys.argv[1], progress=False)
+    scheduler = warmup_poly_schedule(optimizer, 0, 50, power=1.0)
 
     def loss_fn(model, batch):
         if distributed.rank == 1 and scheduler.last_epoch == 2:  # step 3
             os.kill(os.getpid(), signal.SIGUSR1)
         return model(batch["x"]).pow(2).mean(), {}
 
-    train(model, [{"x": torch.randn(2, 4)}], per_row(loss_fn), optimizer, scheduler, config)
+    run_loop(model, [{"x": torch.randn(2, 4)}], per_row(loss_fn), optimizer, scheduler, max_steps=50,
+             save_every=100, checkpoint_dir=sys.argv[1])  # fmt: skip
 
 
 if __name__ == "__main__":

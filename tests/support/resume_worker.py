@@ -10,7 +10,8 @@ from torch import nn
 from bert.distributed import setup_distributed
 from bert.errors import run_main
 from bert.optim import build_optimizer, warmup_poly_schedule
-from bert.training import TrainConfig, per_row, train
+from bert.training import per_row
+from tests.support.loop import run_loop
 
 
 def main() -> None:
@@ -18,10 +19,10 @@ def main() -> None:
     os.chdir(sys.argv[1 + distributed.rank])
     model = nn.Linear(4, 1)
     optimizer = build_optimizer(model, "adamw", 1e-2, 0.0)
-    scheduler = warmup_poly_schedule(optimizer, 0, 4)
-    config = TrainConfig(max_steps=4, save_every=2, checkpoint_dir="ckpt", progress=False)
+    scheduler = warmup_poly_schedule(optimizer, 0, 4, power=1.0)
     batches = [{"x": torch.randn(2, 4)}]
-    train(model, batches, per_row(lambda m, b: (m(b["x"]).pow(2).mean(), {})), optimizer, scheduler, config)
+    square = per_row(lambda m, b: (m(b["x"]).pow(2).mean(), {}))
+    run_loop(model, batches, square, optimizer, scheduler, max_steps=4, save_every=2, checkpoint_dir="ckpt")
 
 
 if __name__ == "__main__":

@@ -1,0 +1,50 @@
+"""What a training run learns (`Recipe`) and how it computes and records (`RunSettings`): one
+typed recipe for pretraining phases and fine-tuning, with no defaults. A stage builds them once
+from params.yaml (stages/params.py checks every field against its type and range) and passes them
+whole to the loop (bert.training.train), the optimizer and the schedule (bert.optim)."""
+
+from dataclasses import dataclass
+from typing import Annotated, Literal
+
+from bert.inputs import Count, LearningRate, Precision, Range, Seed, Share, WeightDecay
+
+
+@dataclass(frozen=True)
+class Recipe:
+    """What a run learns from its data and its starting weights, besides how long it trains: one
+    type for a pretraining phase and a fine-tuning run, with no defaults (params.yaml gives every
+    field: pretrain and pretrain.<phase>; finetune.recipe and its squad / task overrides)."""
+
+    optimizer: Literal["lamb", "adamw"]
+    learning_rate: LearningRate  # the peak, reached at the end of warm-up
+    warmup_proportion: Share  # of the steps, over which the rate rises linearly
+    decay_power: Annotated[float, Range(low=0, meaning="1 = linear decay to 0, 0 = constant")]
+    weight_decay: WeightDecay  # decoupled; not on biases and LayerNorm weights
+    grad_clip: Annotated[float, Range(low=0, meaning="0 = no clipping")]  # the global gradient norm
+    global_batch_size: Count  # sequences (SQuAD: windows) per optimizer step, over every rank and micro-batch
+    micro_batch_size: Count  # per rank and forward pass: accumulation = global / (micro x ranks)
+    seed: Seed  # weights of fresh heads, data order, dropout, dynamic masks
+
+
+@dataclass(frozen=True)
+class RunSettings:
+    """How a run computes and what it records, with no defaults: pretrain's and finetune's
+    shared keys in params.yaml."""
+
+    precision: Precision  # fp32 | bf16 | fp16 (autocast; fp16 with a dynamic grad scaler)
+    compile: bool  # torch.compile the model
+    length_binning: bool  # micro-batches of similar-length sequences (the data order: part of the run)
+    unpad: bool  # the encoder on packed real tokens
+    log_every: Count  # steps between DVCLive rows
+    save_every: Count  # steps between checkpoints (and one at the end)
+    keep_last: Count  # checkpoints kept in the run's folder
+    resume: bool  # from the newest checkpoint of the same run
+    max_nonfinite_steps: Count  # non-finite steps in a row that stop the run
+
+
+@dataclass(frozen=True)
+class FineTuningRecipe(Recipe):
+    """A fine-tuning run's recipe (finetune.recipe, with squad.recipe's or tasks.<task>.recipe's
+    changes): how long it trains is passes over its training set."""
+
+    epochs: Annotated[float, Range(0, low_open=True)]

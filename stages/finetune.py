@@ -1,0 +1,122 @@
+"""What both fine-tuning stages do (finetune_squad, finetune_task@<task>); not a stage itself.
+
+Each stage reads as the same steps, with its own model and training data in between:
+`launch_finetuning` (check the global batch, start torchrun when there are several ranks),
+`starting_point` (finetune.init's Hugging Face folder and its tokenizer), `check_model` (its
+vocabulary and length fit), then `train_and_save` (the recipe and run settings of params.yaml, the
+checkpoints, curves and figures of the run, the model in Hugging Face format).
+The SQuAD and task modules stay apart so that an edit of one reruns only its stages.
+"""
+
+import logging
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import torch
+from torch import nn
+
+from bert.distributed import Distributed, launch
+from bert.errors import UserError
+from bert.finetune import described_files, finetune
+from bert.tokenization import load_tokenizer_from_dir
+from bert.training import Objective, RunRecord
+from stages import layout
+from stages.params import Params
+
+log = logging.getLogger("finetune")
+
+
+def launch_finetuning(run: str, entry: list[str], argv: list[str], usage: str, params: Params, body) -> None:
+    """Run `body(distributed)` on every rank of the fine-tuning run `run` ("squad" or a task)."""
+    params.check_global_batch(run)
+    launch(
+        entry, argv, usage, params.distributed, body,
+        checkpoint_dir=layout.checkpoints(run), log_dir=layout.logs(run),
+    )  # fmt: skip
+
+
+@dataclass(frozen=True)
+class StartingPoint:
+    """finetune.init's Hugging Face folder, as its stage left it, and its tokenizer."""
+
+    folder: Path
+    tokenizer: object
+    lower_case: bool
+
+
+def starting_point(params: Params, run: str) -> StartingPoint:
+    """The folder fine-tuning starts from; seeds torch with the recipe's seed first, so every rank
+    draws the same fresh head."""
+    folder = layout.init_directory(params.finetune.init)
+    tokenizer, lower_case = load_tokenizer_from_dir(folder, params.vocab.lower_case)
+    torch.manual_seed(params.recipe(run).seed)
+    return StartingPoint(folder, tokenizer, lower_case)
+
+
+def check_model(model: nn.Module, start: StartingPoint, max_seq_length: int, length_param: str) -> None:
+    """The folder's weights cover its vocabulary, and its positions the param's length."""
+    config, vocab_size = model.config, start.tokenizer.get_vocab_size()
+    if config.vocab_size < vocab_size:
+        raise UserError(
+            f"{start.folder}: config.json has vocab_size {config.vocab_size}, vocab.txt {vocab_size} tokens; "
+            "the folder's weights and vocabulary do not belong together"
+        )
+    if max_seq_length > config.max_position_embeddings:
+        raise UserError(
+            f"params.yaml: {length_param} {max_seq_length} exceeds the model's "
+            f"max_position_embeddings {config.max_position_embeddings} ({start.folder})"
+        )
+
+
+@dataclass(frozen=True)
+class TrainingData:
+    """A run's training arrays (bert.finetune.FineTuningBatches' input), its objective, the file
+    they come from and what else describes them (its checkpoints belong to these only)."""
+
+    arrays: dict[str, np.ndarray]
+    objective: Objective
+    train_file: Path
+    described: dict
+
+
+def train_and_save(
+    run: str, params: Params, distributed: Distributed, model: nn.Module, start: StartingPoint,
+    data: TrainingData, label_names: tuple[str, ...] | None = None,
+) -> None:  # fmt: skip
+    """Fine-tune `model` (on its device) by params.yaml's recipe for `run`, then write it."""
+    recipe, shared = params.recipe(run), params.finetune
+    examples = len(data.arrays["input_ids"])
+    if examples < recipe.global_batch_size:
+        override = "squad.recipe" if run == "squad" else f"tasks.{run}.recipe"
+        raise UserError(
+            f"{data.train_file}: {examples} training examples, fewer than global_batch_size "
+            f"{recipe.global_batch_size} (finetune.recipe, {override}): not one optimizer step; give more "
+            "examples or lower the global batch size"
+        )
+    if distributed.is_main:
+        log.info(
+            "%s: init=%s (%s, %.1fM parameters), %d training examples%s; encoder on %s",
+            run, shared.init, start.folder, model.num_parameters() / 1e6, examples,
+            ", binned by length" if shared.length_binning else "",
+            "packed real tokens (unpad)" if shared.unpad else "padded batches",
+        )  # fmt: skip
+    start_files = sorted(path for path in start.folder.iterdir() if path.is_file())
+    record = RunRecord(
+        checkpoint_dir=layout.checkpoints(run),
+        live_dir=layout.live(run),
+        metrics_file=layout.training_metrics(run),
+        description={
+            **data.described,
+            "init": shared.init,
+            "files": described_files([data.train_file, *start_files]),
+        },
+        execution={"unpad": shared.unpad},
+    )
+    finetune(
+        model, data.arrays, data.objective, recipe=recipe, settings=params.run_settings(run), record=record,
+        rank=distributed.rank, world_size=distributed.world_size,
+    )  # fmt: skip
+    if distributed.is_main:
+        model.save_pretrained(layout.model(run), start.folder / "vocab.txt", start.lower_case, label_names)
+        log.info("wrote %s", layout.model(run))
