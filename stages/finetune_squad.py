@@ -44,6 +44,7 @@ def main() -> None:
         lambda distributed: run(params, distributed),
         checkpoint_dir=layout.checkpoints("squad"),
         log_dir=layout.logs("squad"),
+        outputs=layout.OUTPUT_FOLDERS,
     )
 
 

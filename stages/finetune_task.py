@@ -44,6 +44,7 @@ def main() -> None:
         lambda distributed: run(task, params, distributed),
         checkpoint_dir=layout.checkpoints(f"tasks/{task.name}"),
         log_dir=layout.logs(f"tasks/{task.name}"),
+        outputs=layout.OUTPUT_FOLDERS,
     )
 
 
