@@ -21,7 +21,7 @@ import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
-from bert.errors import UserError, is_disk_full
+from bert.errors import UserError, is_disk_full, shown_path, unwritable_line
 
 
 @contextlib.contextmanager
@@ -39,7 +39,8 @@ def atomic_folder(out_dir: str | Path) -> Iterator[Path]:
         tmp_dir = Path(tempfile.mkdtemp(prefix=_temporary_prefix(out_dir.name), dir=out_dir.parent))
     except OSError as error:
         raise UserError(
-            f"{out_dir}: cannot write the output folder ({error.strerror}: {error.filename}); "
+            unwritable_line(error)
+            or f"{out_dir}: cannot write the output folder ({error.strerror}: {_shown(error)}); "
             "check that the path is a writable folder"
         ) from None
     try:
@@ -164,6 +165,11 @@ def _make_ordinary(output: Path) -> None:
             os.chmod(path, 0o666 & ~umask)
 
 
+def _shown(error: OSError) -> str:
+    """The path an OSError names, without the temporary name of this module inside it."""
+    return shown_path(error.filename) if isinstance(error.filename, str) else str(error.filename)
+
+
 def _disk_full_error(output: Path, error: BaseException) -> UserError:
     return UserError(
         f"{output}: disk full while writing it ({error}); the previous {output.name} is untouched. "
@@ -184,8 +190,8 @@ def atomic_file(path: str | Path) -> Iterator[Path]:
         os.close(fd)
     except OSError as error:
         raise UserError(
-            f"{path}: cannot write the file ({error.strerror}: {error.filename}); "
-            "check that its folder is writable"
+            unwritable_line(error)
+            or f"{path}: cannot write the file ({error.strerror}: {_shown(error)}); check that its folder is writable"
         ) from None
     tmp = Path(tmp_name)
     try:

@@ -6,8 +6,8 @@ torch RNG states of every rank), data ({epoch, samples}: the position in the dat
 run's running figures), max_steps, signature, description (what the signature hashes) and execution
 (below). Only the newest keep_last files are kept: a run prunes its own files only, since a run that
 does not continue the checkpoints it finds first moves them to previous-<signature>/.
-A file that cannot be read back (a disk that lied, a truncated copy) is renamed to <name>.corrupt,
-which no glob here matches, and the run resumes from the newest readable one
+A file that cannot be read back (a disk that lied, a truncated copy) is renamed to <name>.corrupt
+(<name>.<N>.corrupt when that exists: each is kept), which no glob here matches, and the run resumes from the newest readable one
 (`newest_readable_checkpoint`).
 
 Two records decide whether a run resumes a checkpoint:
@@ -136,7 +136,7 @@ def newest_readable_checkpoint(directory: str | Path, rank: int) -> tuple[Path, 
                     raise UserError(
                         f"{path}: cannot read the checkpoint ({error}); check its permissions"
                     ) from None
-                aside = path.with_name(path.name + ".corrupt")
+                aside = _corrupt_name(path)
                 path.replace(aside)
                 reason = str(error).split(". ")[0]  # torch's zip errors go on with advice for its developers
                 log.warning(
@@ -175,6 +175,16 @@ def newest_readable_checkpoint(directory: str | Path, rank: int) -> tuple[Path, 
     return None if choice is None else (Path(choice[0]), state)
 
 
+def _corrupt_name(path: Path) -> Path:
+    """Where an unreadable checkpoint goes: <name>.corrupt, or <name>.<N>.corrupt when an earlier
+    file of that step went bad too (each is evidence of a fault, so none replaces another)."""
+    aside, number = path.with_name(f"{path.name}.corrupt"), 1
+    while aside.exists():
+        number += 1
+        aside = path.with_name(f"{path.name}.{number}.corrupt")
+    return aside
+
+
 def _fsync_directory(directory: Path) -> None:
     fd = os.open(directory, os.O_RDONLY)
     try:
@@ -197,9 +207,9 @@ def checkpoint_to_resume(
     to <directory>/previous-<their signature>/ with one warning saying why (for another signature,
     the entries of `description`, what the signature hashes, that changed).
 
-    Another signature (what is computed) never resumes. A larger max_steps extends the run (the
-    schedule follows the new total); a max_steps below the checkpoint's step is an error. Other
-    execution settings (how: the code, precision, unpad, GPUs, ...) resume an unfinished run, so
+    Another signature (what is computed) never resumes. Another max_steps extends or shortens the
+    run (the schedule follows the new total); a max_steps below the checkpoint's step is an error.
+    Other execution settings (how: the code, precision, unpad, GPUs, ...) resume an unfinished run, so
     a long pretraining survives a bug fix or a switch of hardware or precision; a finished run is
     trained again instead: re-running it with new settings (`dvc exp run -S
     finetune.precision=bf16`, or `dvc repro` after an edit of bert/modeling.py) asks for the
@@ -232,8 +242,9 @@ def checkpoint_to_resume(
                 log.warning("%s: resuming a run begun with other settings (%s); it goes on with the new ones",
                             path, changes)  # fmt: skip
             if state.get("max_steps", max_steps) != max_steps:
-                log.warning("%s: extending the run from step %d: max_steps %d -> %d, the learning-rate schedule "
-                            "recomputed for %d steps", path, step, state["max_steps"], max_steps, max_steps)  # fmt: skip
+                how = "extending the run from" if max_steps > state["max_steps"] else "shortening the run at"
+                log.warning("%s: %s step %d: max_steps %d -> %d, the learning-rate schedule "
+                            "recomputed for %d steps", path, how, step, state["max_steps"], max_steps, max_steps)  # fmt: skip
             log.info("resuming from %s", path)
         if reason:
             state = None
@@ -258,18 +269,58 @@ def _move_aside(directory: Path, signature: str) -> Path:
 
 
 def _changes(before: dict | None, now: dict) -> str:
-    """ "precision fp32 -> bf16, unpad False -> True"; "" when nothing changed or when the
-    checkpoint predates the record."""
+    """What changed, readably: "precision fp32 -> bf16, unpad False -> True", "recipe.learning_rate
+    0.001 -> 0.002", "files [train.json changed]", "manifest changed (sha256 1f2e3d4c5b6a -> ...)";
+    "" when nothing changed or when the checkpoint predates the record."""
     if before is None:
         return ""
-    changed = [k for k in sorted(before.keys() | now.keys()) if before.get(k) != now.get(k)]
-    return ", ".join(
-        "the code (bert/, stages/)" if k == "code" else f"{k} {_short(before.get(k))} -> {_short(now.get(k))}"
-        for k in changed
-    )
+    return ", ".join(_changed(key, before.get(key), now.get(key)) for key in _changed_keys(before, now))
+
+
+def _changed_keys(before: dict, now: dict) -> list:
+    return [k for k in sorted(before.keys() | now.keys(), key=str) if before.get(k) != now.get(k)]
+
+
+def _changed(key: str, old, new) -> str:
+    """One changed entry of a run description or execution record, in words: a section by its
+    changed keys, a list of files by the names that changed, a hash as its first 12 digits."""
+    if key == "code":
+        return "the code (bert/, stages/)"
+    if isinstance(old, dict) and isinstance(new, dict):
+        return ", ".join(_changed(f"{key}.{k}", old.get(k), new.get(k)) for k in _changed_keys(old, new))
+    old_files, new_files = _files(old), _files(new)
+    if old_files is not None and new_files is not None:
+        changes = [
+            f"{name} {'added' if name not in old_files else 'removed' if name not in new_files else 'changed'}"
+            for name in _changed_keys(old_files, new_files)
+        ]
+        shown = changes[:3] + ([f"{len(changes) - 3} more"] if len(changes) > 3 else [])
+        return f"{key} [{', '.join(shown) or 'reordered'}]"
+    if _is_hash(old) or _is_hash(new):
+        old, new = ("none" if value is None else _short(value) for value in (old, new))
+        return f"{key} changed (sha256 {old} -> {new})"
+    return f"{key} {_short(old)} -> {_short(new)}"
+
+
+def _files(value) -> dict | None:
+    """A description's list of files, [(name, size or hash), ...], as {name: size or hash}; None
+    for anything else."""
+    if not isinstance(value, list | tuple) or not value:
+        return None
+    if all(
+        isinstance(entry, list | tuple) and len(entry) == 2 and isinstance(entry[0], str) for entry in value
+    ):
+        return dict(value)
+    return None
+
+
+def _is_hash(value) -> bool:
+    return isinstance(value, str) and len(value) >= 32 and all(c in "0123456789abcdef" for c in value)
 
 
 def _short(value) -> str:
-    """A value for a log line: file lists and hashes cut to 40 characters."""
+    """A value for a log line: a hash by its first 12 digits, anything long cut to 40 characters."""
+    if _is_hash(value):
+        return value[:12]
     text = str(value)
     return text if len(text) <= 40 else text[:37] + "..."

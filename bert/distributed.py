@@ -20,13 +20,14 @@ import datetime
 import json
 import logging
 import os
+import re
 import signal
 import socket
 import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
@@ -59,12 +60,13 @@ PREEMPTION_SIGNALS = ("SIGTERM", "SIGUSR1")
 
 
 class LaunchSettings(Protocol):
-    """How many processes a training run has, and how they talk (params.yaml's `distributed`):
-    what can change the numbers, and so part of what DVC tracks."""
+    """How many processes a training run has, how they talk and how many threads each computes on
+    (params.yaml's `distributed`): what can change the numbers, and so part of what DVC tracks."""
 
     nproc_per_node: int
     nnodes: int
     backend: str  # auto | nccl | gloo
+    threads_per_rank: int | str  # N, or auto: this node's CPUs over its ranks (threads_per_rank())
 
 
 @dataclass(frozen=True)
@@ -76,18 +78,32 @@ class Execution:
     rdzv_endpoint: str = "localhost:29500"  # BERT_RDZV_ENDPOINT: the head node's host:port (nnodes > 1)
     timeout_minutes: float = 30.0  # BERT_DIST_TIMEOUT_MINUTES: the rendezvous, and a collective's wait
     max_restarts: int = 0  # BERT_MAX_RESTARTS: torchrun restarts the ranks this often after a failure
+    log_dir: Path | None = None  # the run's folder under BERT_LOG_DIR: each rank's output (bert.torchrun)
 
 
-def execution_from_environment(environ=os.environ) -> Execution:
-    """The Execution that BERT_RDZV_ENDPOINT, BERT_DIST_TIMEOUT_MINUTES and BERT_MAX_RESTARTS ask
-    for (each unset or empty: its default); a value that does not fit is one line naming it."""
+# A host as the nodes reach each other: a name or IPv4 address, or an IPv6 one in brackets.
+HOST = re.compile(r"[A-Za-z0-9._-]+|\[[0-9A-Fa-f:.]+\]")
+# ASCII digits only: str.isdigit() takes "²" and "١", which int() or torchrun's own parsing refuse.
+PORT = re.compile(r"[0-9]{1,5}")
+
+
+def execution_from_environment(
+    environ=os.environ, log_dir: str | os.PathLike | None = None, outputs: Iterable[str | os.PathLike] = ()
+) -> Execution:
+    """The Execution that BERT_RDZV_ENDPOINT, BERT_DIST_TIMEOUT_MINUTES, BERT_MAX_RESTARTS and
+    BERT_LOG_DIR ask for, each checked before any work as params are (unset or empty: its
+    default): a value that does not fit is one UserError naming the variable, its value and the
+    fix. `log_dir` is the run's log folder (under BERT_LOG_DIR, or the caller's default when it is
+    unset): it must be a folder or creatable as one, writable, and neither inside nor holding any of
+    `outputs`, the folders the pipeline replaces (DVC deletes an output before its stage runs, and
+    the stage replaces it whole: logs written there vanish, or change the output's hash)."""
     default = Execution()
     endpoint = environ.get("BERT_RDZV_ENDPOINT") or default.rdzv_endpoint
     host, _, port = endpoint.rpartition(":")
-    if not host or not port.isdigit() or not 1 <= int(port) <= 65535:
+    if not HOST.fullmatch(host) or not PORT.fullmatch(port) or not 1 <= int(port) <= 65535:
         raise UserError(
-            f"BERT_RDZV_ENDPOINT={endpoint}: expected HOST:PORT, the head node's address and a free "
-            "port 1-65535 (e.g. node17:29500)"
+            f"BERT_RDZV_ENDPOINT={_shown(endpoint)}: expected HOST:PORT, the head node's address and a "
+            "free port 1-65535 in ASCII digits (e.g. node17:29500)"
         )
 
     def number(name: str, kind, low: float, high: float, meaning: str):
@@ -95,23 +111,71 @@ def execution_from_environment(environ=os.environ) -> Execution:
         if not text:
             return None
         try:
-            value = kind(text)
+            value = kind(text) if text.isascii() else None  # float() and int() take "١٢" too
         except ValueError:
             value = None
         if value is None or not (low < value <= high if kind is float else low <= value <= high):
             interval = f"in (0, {high:g}]" if kind is float else f"a whole number {low} to {high}"
-            raise UserError(f"{name}={text}: expected {interval} ({meaning})")
+            raise UserError(f"{name}={_shown(text)}: expected {interval} ({meaning})")
         return value
 
     timeout = number(
         "BERT_DIST_TIMEOUT_MINUTES", float, 0, 24 * 60, "minutes the rendezvous and a collective wait"
     )
     restarts = number("BERT_MAX_RESTARTS", int, 0, 100, "restarts of the ranks after a failure")
+    if log_dir is not None:
+        _check_log_dir(Path(log_dir), environ.get("BERT_LOG_DIR") or "", outputs)
     return Execution(
         endpoint,
         default.timeout_minutes if timeout is None else timeout,
         default.max_restarts if restarts is None else restarts,
+        None if log_dir is None else Path(log_dir),
     )
+
+
+def _check_log_dir(folder: Path, variable: str, outputs: Iterable[str | os.PathLike]) -> None:
+    """A UserError unless the ranks of a run can write their logs to `folder` (under BERT_LOG_DIR,
+    whose value is `variable`, "" when it is unset) and nothing of the pipeline removes them."""
+    if variable:
+        named, fix = f"BERT_LOG_DIR={_shown(variable)}", "point BERT_LOG_DIR at another folder"
+    else:
+        named, fix = f"{folder} (the ranks' logs; BERT_LOG_DIR unset)", "set BERT_LOG_DIR to another folder"
+    if "\0" in str(folder):
+        raise UserError(f"{named}: not a path (it holds a NUL character); {fix}")
+    try:
+        real = Path(os.path.realpath(folder))
+        for output in outputs:
+            theirs = Path(os.path.realpath(output))
+            if real.is_relative_to(theirs) or theirs.is_relative_to(real):
+                inside = "inside" if real.is_relative_to(theirs) else "holding"
+                where = "" if real == theirs else f" ({inside} {output})"
+                raise UserError(
+                    f"{named}: the logs would go to {folder}{where}, among the pipeline's outputs (DVC deletes "
+                    f"an output before its stage runs, and the stage replaces it whole); {fix}, outside them"
+                )
+        nearest = folder  # the folder, or its nearest ancestor that exists: where it would be created
+        while not os.path.lexists(nearest) and nearest != nearest.parent:
+            nearest = nearest.parent
+        if not nearest.is_dir():
+            raise UserError(f"{named}: {nearest} is a file, not a folder; {fix} (it is created when missing)")
+        created = folder.relative_to(nearest).parts
+        longest = max((len(os.fsencode(part)) for part in created), default=0)
+        name_max, path_max = os.pathconf(nearest, "PC_NAME_MAX"), os.pathconf(nearest, "PC_PATH_MAX")
+        if longest > name_max or len(os.fsencode(real)) >= path_max:
+            raise UserError(f"{named}: a name too long for the file system; {fix}")
+        if not os.access(nearest, os.W_OK):
+            read_only = os.statvfs(nearest).f_flag & os.ST_RDONLY
+            why = "on a read-only file system" if read_only else "not writable for you"
+            raise UserError(f"{named}: {nearest} is {why}; {fix}, a writable one")
+    except (OSError, ValueError) as error:  # a loop of links, a name the system refuses
+        raise UserError(f"{named}: cannot hold the logs ({first_line(error)}); {fix}") from None
+
+
+def _shown(value: str) -> str:
+    """An environment variable's value for a one-line message: as it is when printable, else
+    escaped (a newline would break the line), cut when long."""
+    text = value if value.isprintable() else repr(value)
+    return text if len(text) <= 100 else f"{text[:80]}... ({len(value)} characters)"
 
 
 def launch(
@@ -123,17 +187,20 @@ def launch(
     *,
     checkpoint_dir: str | os.PathLike,
     log_dir: str | os.PathLike,
+    outputs: Iterable[str | os.PathLike] = (),
 ) -> None:
     """Run a training stage: `python -m <module_args> [--join NODE_RANK]` (join_args: what follows
-    the module's own arguments on its command line). In the process that is the run's (alone, or a
-    rank under torchrun), call work(distributed) between joining and leaving the process group;
-    otherwise start torchrun on this node, each rank's output in log_dir, and return once every
-    rank has finished (a failure is one line naming the rank, its host, its signal or error and its
-    log; a pre-empted run's names the newest checkpoint in `checkpoint_dir` actually on disk)."""
+    the module's own arguments on its command line). First, before any work, check the execution
+    settings of the environment (execution_from_environment: log_dir may not overlap `outputs`).
+    In the process that is the run's (alone, or a rank under torchrun), call work(distributed)
+    between joining and leaving the process group, on settings.threads_per_rank threads; otherwise
+    start torchrun on this node, each rank's output in log_dir, and return once every rank has
+    finished (a failure is one line naming the rank, its host, its signal or error and its log; a
+    pre-empted run's names the newest checkpoint in `checkpoint_dir` actually on disk)."""
+    execution = execution_from_environment(os.environ, log_dir, outputs)
     node_rank = node_rank_to_join(join_args, settings.nnodes, usage)
     if node_rank is None:
         raise UserError(f"usage: {usage}")
-    execution = execution_from_environment()
     if relaunch_under_torchrun(
         module_args,
         settings.nproc_per_node,
@@ -141,9 +208,12 @@ def launch(
         execution,
         node_rank,
         checkpoint_dir=checkpoint_dir,
-        log_dir=log_dir,
+        log_dir=execution.log_dir,
+        threads=settings.threads_per_rank,
     ):
         return
+    if settings.threads_per_rank != "auto":  # also under a torchrun of the user's own, which sets 1
+        torch.set_num_threads(settings.threads_per_rank)
     distributed = setup_distributed(settings.backend, execution.timeout_minutes)
     try:
         work(distributed)
@@ -276,7 +346,10 @@ def node_rank_to_join(join_args: list[str], nnodes: int, usage: str) -> int | No
     stage runs under `dvc repro`); 0 without arguments; None for anything else (print `usage`)."""
     if not join_args:
         return 0
-    if len(join_args) != 2 or join_args[0] != "--join" or not join_args[1].isdigit():
+    number = join_args[1] if len(join_args) == 2 else ""
+    if join_args[0] != "--join" or not (
+        number.isascii() and number.isdigit()
+    ):  # not "²", which int() refuses
         return None
     node_rank = int(join_args[1])
     if not 1 <= node_rank < nnodes:
@@ -295,6 +368,7 @@ def relaunch_under_torchrun(
     node_rank: int = 0,
     checkpoint_dir: str | os.PathLike | None = None,
     log_dir: str | os.PathLike = "logs",
+    threads: int | str = "auto",
 ) -> bool:
     """When the run asks for more than one process and this process is not one of torchrun's
     yet: wait until every node has come (many nodes), run `python -m <module_args>` again under
@@ -302,7 +376,9 @@ def relaunch_under_torchrun(
     stops the others, and the line names the first that failed). False when this process is the
     run's (alone, or a rank) and should do the work. A pre-emption signal sent to this process
     goes on to torchrun, which passes it to the ranks; the error that follows names the newest
-    checkpoint of checkpoint_dir (the stage's) on disk."""
+    checkpoint of checkpoint_dir (the stage's) on disk. Each rank computes on `threads` threads
+    (OMP_NUM_THREADS): N (distributed.threads_per_rank), or auto: OMP_NUM_THREADS when the user
+    set it, else threads_per_rank()."""
     under_torchrun = "TORCHELASTIC_RUN_ID" in os.environ or "LOCAL_RANK" in os.environ
     if nproc_per_node * nnodes == 1 or under_torchrun:
         return False
@@ -317,7 +393,10 @@ def relaunch_under_torchrun(
     os.close(descriptor)
     env = {**os.environ, REPORT_ENV: report}
     env.setdefault(NCCL_ERROR_HANDLING, "1")  # a lost rank ends the job instead of hanging it
-    env.setdefault("OMP_NUM_THREADS", str(threads_per_rank(nproc_per_node)))
+    if threads == "auto":  # today's rule, and a thread count the user set is theirs
+        env.setdefault("OMP_NUM_THREADS", str(threads_per_rank(nproc_per_node)))
+    else:  # the param: what dvc.lock records is what the ranks compute with
+        env["OMP_NUM_THREADS"] = str(threads)
     # torchrun passes these on to the ranks (it dies of SIGUSR1 otherwise: a SLURM --signal sent to
     # every process of the job). torchrun's --signals-to-handle, through the PET_ variable its
     # options read; TORCHELASTIC_ for older torchruns (a newer one overwrites it with that option).
@@ -469,10 +548,12 @@ def _nodes(joined: dict[int, str]) -> str:
 
 
 def threads_per_rank(nproc_per_node: int) -> int:
-    """The CPU threads of each rank (OMP_NUM_THREADS): the CPUs this node lets the run use (its
-    affinity: what SLURM, taskset or a container grants), shared by its ranks. torchrun sets 1 only
-    when nproc_per_node > 1, and a lone rank takes every core: 2 nodes x 1 rank would then sum
-    floats in another order than 1 node x 2 ranks, and compute other weights."""
+    """The CPU threads of each rank under `distributed.threads_per_rank: auto` (OMP_NUM_THREADS):
+    the CPUs this node lets the run use (its affinity: what SLURM, taskset or a container grants),
+    shared by its ranks. torchrun sets 1 only when nproc_per_node > 1, and a lone rank takes every
+    core: 2 nodes x 1 rank would then sum floats in another order than 1 node x 2 ranks, and
+    compute other weights. Nodes with other CPU counts still differ, which is why a fixed count
+    (threads_per_rank: N) is the param for runs that must be equal on any layout."""
     cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
     return max(1, cpus // nproc_per_node)
 

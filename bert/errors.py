@@ -11,6 +11,7 @@ import signal
 import sys
 import threading
 from collections.abc import Callable
+from pathlib import Path
 
 
 class UserError(Exception):
@@ -33,9 +34,54 @@ def is_disk_full(error: BaseException) -> bool:
     return any(os.strerror(number) in str(error) for number in DISK_FULL_ERRNOS)
 
 
+# Writes the system refuses, whoever runs (EROFS: root too) or for this user (EACCES, EPERM).
+UNWRITABLE_ERRNOS = {errno.EROFS, errno.EACCES, errno.EPERM}
+
+
+def shown_path(filename: str | os.PathLike) -> str:
+    """A path as the user knows it: cut before its first hidden part, the temporary or staging name
+    of a write in progress (bert.atomic's `.<name>.tmp-...`, a download's `.partial/`), which the
+    user never wrote; "." when nothing is left."""
+    parts = Path(filename).parts
+    hidden = next(
+        (i for i, part in enumerate(parts) if part.startswith(".") and part not in (".", "..")), None
+    )
+    if hidden is None:
+        return str(filename)
+    return str(Path(*parts[:hidden])) if hidden else "."
+
+
+def unwritable_line(error: BaseException) -> str | None:
+    """For a write the system refused (a read-only file system, a folder this user may not write):
+    one line naming the folder as the user knows it (not a temporary name inside it) and the fix.
+    None for any other error. h5py, safetensors and pyarrow wrap OSError into their own exceptions
+    but keep the system's message: a read-only file system is told by it, without the folder."""
+    number = error.errno if isinstance(error, OSError) else None
+    if number not in UNWRITABLE_ERRNOS:
+        if os.strerror(errno.EROFS) not in str(error):
+            return None
+        return (
+            f"cannot write an output ({first_line(error)}): its folder is on a read-only file system; "
+            "remount it read-write (or run in a writable copy of the project), then run again"
+        )
+    filename = os.fspath(error.filename) if isinstance(error.filename, str | os.PathLike) else ""
+    folder = shown_path(os.path.dirname(filename) or ".") if isinstance(filename, str) else "."
+    if number == errno.EROFS:
+        return (
+            f"{folder}: read-only file system, where the command writes its output; remount it read-write "
+            "(or run in a writable copy of the project), then run again"
+        )
+    why = "permission denied" if number == errno.EACCES else "operation not permitted"
+    return (
+        f"{folder}: {why}; make the folder writable for you (chmod u+rwx {folder}) or run as its owner, "
+        "then run again"
+    )
+
+
 def run_main(main: Callable[[], object], log_level: int = logging.INFO) -> None:
-    """Run a command's main(): a UserError, a full disk or a folder it may not write becomes one
-    line on stderr and exit status 1, Ctrl-C exit status 130; anything else is a bug and keeps its traceback."""
+    """Run a command's main(): a UserError, a full disk or a folder it may not write (read-only,
+    or another user's) becomes one line on stderr and exit status 1, Ctrl-C exit status 130;
+    anything else is a bug and keeps its traceback."""
     logging.basicConfig(level=log_level, format="%(asctime)s %(name)s: %(message)s", datefmt="%H:%M:%S")
     _stop_on_preemption_signals()
     try:
@@ -43,23 +89,14 @@ def run_main(main: Callable[[], object], log_level: int = logging.INFO) -> None:
     except UserError as error:
         print(f"error: {error}", file=sys.stderr)
         sys.exit(1)
-    except PermissionError as error:  # a read-only data/ folder, or a file owned by another user
-        # The folder, not the file: that is usually a temporary name (bert.atomic) the user never wrote.
-        folder = os.path.dirname(error.filename or "") or "."
-        print(
-            f"error: {folder}: permission denied; make the folder writable for you (chmod u+rwx {folder}) "
-            "or run as its owner, then run again",
-            file=sys.stderr,
-        )
-        sys.exit(1)
     except Exception as error:
-        if not is_disk_full(error):
+        line = unwritable_line(error)
+        if line is None and is_disk_full(error):
+            where = f" {error.filename}" if getattr(error, "filename", None) else ""
+            line = f"disk full while writing{where} ({error}); free space and run the stage again"
+        if line is None:
             raise
-        where = f" {error.filename}" if getattr(error, "filename", None) else ""
-        print(
-            f"error: disk full while writing{where} ({error}); free space and run the stage again",
-            file=sys.stderr,
-        )
+        print(f"error: {line}", file=sys.stderr)
         sys.exit(1)
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)

@@ -163,12 +163,27 @@ class _UniqueKeyLoader(yaml.SafeLoader):
             seen[key] = key_node.start_mark.line
         return super().construct_mapping(node, deep=deep)
 
+    def construct_object(self, node, deep=False):
+        # A tagged scalar its constructor cannot read (`!!int x`, `!!timestamp 2001-13-45`, `!!bool x`)
+        # raises whatever that constructor raises, not a YAMLError: make it one, with its place.
+        try:
+            return super().construct_object(node, deep=deep)
+        except (ValueError, TypeError, KeyError, AttributeError, OverflowError):
+            tag = str(node.tag).rpartition(":")[2]
+            raise yaml.constructor.ConstructorError(
+                None, None, f"{shown(node.value)} is not a valid !!{tag}", node.start_mark
+            ) from None
+
 
 def read_yaml(path: str | Path, source: str | Path | None = None):
     """A YAML file: UTF-8, parsed with the safe loader, no key given twice in a mapping; an error is
     one line with the line and column."""
     source = source or path
-    text = decode_text(read_bytes(path, source), source)
+    return parse_yaml(decode_text(read_bytes(path, source), source), source)
+
+
+def parse_yaml(text: str, source: str | Path):
+    """YAML text (from `source`), parsed as read_yaml parses a file; an error is one line."""
     try:
         return yaml.load(text, Loader=_UniqueKeyLoader)  # noqa: S506 (a SafeLoader)
     except yaml.YAMLError as error:

@@ -638,7 +638,12 @@ def truncate_live_history(live_dir: Path, step: int) -> None:
         kept = [lines[0]]
         for line in lines[1:]:
             fields = line.rstrip("\r\n").split("\t")
-            whole = line.endswith("\n") and len(fields) == len(header) and fields[column].isdigit()
+            whole = (
+                line.endswith("\n")
+                and len(fields) == len(header)
+                and fields[column].isascii()
+                and fields[column].isdigit()
+            )
             if whole and int(fields[column]) <= step:
                 kept.append(line)
         if kept != lines:

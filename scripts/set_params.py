@@ -15,11 +15,11 @@ import io
 import sys
 from pathlib import Path
 
-import yaml
 from ruamel.yaml import YAML  # DVC's own YAML library: keeps comments and layout
 
 from bert.atomic import atomic_file
 from bert.errors import UserError, run_main
+from bert.inputs import parse_yaml
 from stages.params import PARAMS_FILE, load_params
 
 USAGE = "usage: python -m scripts.set_params SECTION.KEY=VALUE ..."
@@ -48,7 +48,14 @@ def set_params(path: Path, assignments: list[str]) -> None:
             node = node[key]
         if not isinstance(node, dict) or last not in node:
             raise UserError(f"{path}: {dotted} is not a key of params.yaml (a new key would be ignored)")
-        node[last] = yaml.safe_load(text)
+        try:  # `[1`, `{a`, `!!int x`: what a -S value unquoted for YAML gives
+            # the value as typed, escaped if it would break the line (a fuzz test found "\x1f\n")
+            node[last] = parse_yaml(text, f"{dotted}={text if text.isprintable() else repr(text)}")
+        except UserError as error:
+            raise UserError(
+                f"{error}; write a YAML value (4, true, node17, [a, b]) or quote the text in YAML: "
+                f"{dotted}='\"...\"'"
+            ) from None
     buffer = io.StringIO()
     round_trip.dump(document, buffer)
     if buffer.getvalue() == before:

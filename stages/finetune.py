@@ -32,7 +32,7 @@ def launch_finetuning(run: str, entry: list[str], argv: list[str], usage: str, p
     params.check_global_batch(run)
     launch(
         entry, argv, usage, params.distributed, body,
-        checkpoint_dir=layout.checkpoints(run), log_dir=layout.logs(run),
+        checkpoint_dir=layout.checkpoints(run), log_dir=layout.logs(run), outputs=layout.OUTPUT_FOLDERS,
     )  # fmt: skip
 
 

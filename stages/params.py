@@ -135,6 +135,10 @@ class Distributed:
     nproc_per_node: Count
     nnodes: Count
     backend: Literal["auto", "nccl", "gloo"]
+    # The CPU threads each rank computes on: they change the order of float sums, so the numbers.
+    # auto: this node's CPUs over its ranks with several, torch's default alone (OMP_NUM_THREADS
+    # when set); N: N on any layout of the ranks (bert.distributed.threads_per_rank).
+    threads_per_rank: Literal["auto"] | Count
     # Where and how the ranks run (rendezvous endpoint, timeouts, restarts, logs) is not a param: it
     # changes no number, so it comes from the environment (bert.distributed.Execution).
 
@@ -350,7 +354,17 @@ def _build(kind, value, name: str):
         options = typing.get_args(kind)
         if value is None and type(None) in options:
             return None
-        return _build(next(option for option in options if option is not type(None)), value, name)
+        options = [option for option in options if option is not type(None)]
+        if len(options) == 1:
+            return _build(options[0], value, name)
+        for option in options:  # the first that takes the value, as auto | N
+            try:
+                return _build(option, value, name)
+            except UserError:
+                pass
+        raise UserError(
+            f"params.yaml: {label} is {_show(value)}; it must be {' or '.join(map(_describe, options))}"
+        )
     if origin is list:
         if not isinstance(value, list):
             raise UserError(f"params.yaml: {label} must be a list, not {_show(value)}")
@@ -396,6 +410,14 @@ def _build_override(kind, value, name: str) -> dict:
             )
         built[key] = _build(hints[key], entry, _join(name, key))
     return built
+
+
+def _describe(kind) -> str:
+    """What a value of `kind` (one option of a union) may be, for a message."""
+    if typing.get_origin(kind) is Literal:
+        return " or ".join(map(str, typing.get_args(kind)))
+    base, bounds = typing.get_args(kind) if typing.get_origin(kind) is Annotated else (kind, Range())
+    return bounds.describe(base)
 
 
 def _show(value) -> str:

@@ -53,6 +53,7 @@ def main() -> None:
         lambda distributed: pretrain(params, phase, distributed),
         checkpoint_dir=layout.checkpoints(phase),
         log_dir=layout.logs(phase),
+        outputs=layout.OUTPUT_FOLDERS,
     )
 
 

@@ -7,7 +7,10 @@ user would, in the same folder (so whatever the failed run left behind must not 
 and the same command must succeed."""
 
 import json
+import os
 import shutil
+import subprocess
+import sys
 import zipfile
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -20,6 +23,7 @@ import pytest
 import torch
 from safetensors.torch import load_file
 
+import stages
 from bert.corpus.documents import DocumentWriter
 from bert.errors import UserError, run_main
 from bert.hf import check_pretrained, read_weight_index
@@ -709,20 +713,107 @@ def test_bad_file_is_one_line_through_its_reader(tmp_path, case):
         assert word in message, f"{word!r} not in {message!r}"
 
 
-def test_a_folder_that_cannot_be_written_is_one_line(tmp_path, capsys):
-    """A read-only data/ folder: run_main prints one line naming the folder (root, as in CI
-    containers, may write anywhere, so the PermissionError is raised as the OS would)."""
+@pytest.mark.parametrize(
+    "error, line",
+    [
+        (PermissionError(13, "Permission denied", "data/raw/.wikipedia.tmp-1@host-x"),
+         "data/raw: permission denied; make the folder writable for you (chmod u+rwx data/raw) or run as its "
+         "owner, then run again"),
+        (PermissionError(1, "Operation not permitted", "data/vocab/vocab.txt"),
+         "data/vocab: operation not permitted; make the folder writable for you (chmod u+rwx data/vocab) or "
+         "run as its owner, then run again"),
+        # a download's staging folder is not a name the user knows: the folder it is in
+        (OSError(30, "Read-only file system", "data/.partial"),
+         "data: read-only file system, where the command writes its output; remount it read-write (or run in "
+         "a writable copy of the project), then run again"),
+        # h5py, safetensors and pyarrow keep the system's words, not the errno
+        (RuntimeError("Unable to synchronously create file (errno = 30, error message = 'Read-only file system')"),
+         "cannot write an output (Unable to synchronously create file (errno = 30, error message = 'Read-only "
+         "file system')): its folder is on a read-only file system; remount it read-write (or run in a writable "
+         "copy of the project), then run again"),
+    ],
+)  # fmt: skip
+def test_a_folder_that_cannot_be_written_is_one_line(capsys, error, line):
+    """run_main turns a write the system refused into one line naming the folder (tests run as
+    root, which writes anywhere chmod forbids: the errors are raised as the OS would; the real
+    read-only mount is the next test)."""
 
     def main():
-        raise PermissionError(13, "Permission denied", "data/raw/.wikipedia.tmp-1@host-x")
+        raise error
 
     with pytest.raises(SystemExit) as exit_status:
         run_main(main)
     assert exit_status.value.code == 1
-    assert capsys.readouterr().err.strip() == (
-        "error: data/raw: permission denied; make the folder writable for you (chmod u+rwx data/raw) or "
-        "run as its owner, then run again"
+    assert capsys.readouterr().err == f"error: {line}\n"
+
+
+def read_only(root: Path, folder: str, *command: str) -> subprocess.CompletedProcess:
+    """`command` in `root` with root/folder bind-mounted read-only, in a user and mount namespace of
+    its own (`unshare -rm`): a read-only file system refuses root too, as chmod does not."""
+    mount = f'mount --bind {folder} {folder} && mount -o remount,ro,bind {folder} && exec "$@"'
+    env = {**os.environ, "PYTHONPATH": str(REPO), "OMP_NUM_THREADS": "1"}
+    return subprocess.run(["unshare", "-rm", "sh", "-c", mount, "sh", *command], cwd=root, env=env,
+                          capture_output=True, text=True, timeout=120)  # fmt: skip
+
+
+CAN_MOUNT = (
+    shutil.which("unshare") is not None
+    and subprocess.run(["unshare", "-rm", "true"], capture_output=True).returncode == 0
+)
+
+
+@pytest.mark.skipif(not CAN_MOUNT, reason="needs unshare -rm (user and mount namespaces)")
+def test_a_read_only_data_folder_is_one_line_and_the_run_after_remounting_works(tmp_path):
+    """data/ mounted read-only: a download stage (its staging folder: an OSError traceback before)
+    and a training stage (its ranks' log folder, checked before any work) each stop with one line
+    naming the folder, publish nothing and leave nothing; the same command then works read-write."""
+    root = make_workspace(tmp_path)
+    squad_source(squad_json([QUESTION]))(root)
+    before = sorted(p.relative_to(root) for p in (root / "data").rglob("*"))
+    for command, line in [
+        (DOWNLOAD_SQUAD, "error: data: read-only file system, where the command writes its output; remount it "
+                         "read-write (or run in a writable copy of the project), then run again"),
+        (("stages.pretrain", "phase1"), "error: data/logs/phase1 (the ranks' logs; BERT_LOG_DIR unset): data is "
+                                        "on a read-only file system; set BERT_LOG_DIR to another folder, a writable one"),
+    ]:  # fmt: skip
+        result = read_only(root, "data", sys.executable, "-m", *command)
+        assert result.returncode == 1 and result.stderr.splitlines()[-1] == line, result.stderr
+        assert "Traceback" not in result.stderr
+    assert sorted(p.relative_to(root) for p in (root / "data").rglob("*")) == before
+    result = run_stage(root, *DOWNLOAD_SQUAD)
+    assert result.returncode == 0, result.stderr
+    assert (root / "data/squad/train.json").is_file()
+
+
+def test_a_python_without_the_projects_packages_says_so_in_one_line():
+    """`dvc repro` without .venv active runs the stages with another python: the first stage died
+    of `No module named 'tqdm'`. `python -S` is this python without its site-packages."""
+    result = subprocess.run([sys.executable, "-S", "-m", "stages.vocab"], cwd=REPO, capture_output=True,
+                            text=True, timeout=60)  # fmt: skip
+    assert result.returncode == 1
+    assert result.stderr == (
+        f"error: {sys.executable} is not the project's Python environment (it lacks "
+        f"{', '.join(stages.REQUIRED_MODULES)}); run `source .venv/bin/activate` in the repository first "
+        "(dvc.yaml's commands say `python`), and run again\n"
     )
+
+
+def test_the_required_modules_are_the_pinned_requirements_the_code_imports():
+    """stages.REQUIRED_MODULES names a module of every pinned requirement but dvc (the command that
+    runs the stages) and the optional ones, and nothing else."""
+    from importlib.metadata import packages_distributions
+
+    pinned = {
+        line.split("==")[0].split("[")[0].lower().replace("_", "-")
+        for line in (REPO / "requirements.txt").read_text().splitlines()
+        if "==" in line and "optional" not in line
+    }
+    provided_by = {
+        module: {d.lower().replace("_", "-") for d in dists}
+        for module, dists in packages_distributions().items()
+    }
+    covered = set().union(*(provided_by[module] for module in stages.REQUIRED_MODULES))
+    assert covered == pinned - {"dvc"}
 
 
 @pytest.mark.parametrize("case", CASES, ids=[case.name for case in CASES])

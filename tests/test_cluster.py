@@ -2,6 +2,7 @@
 extended, pre-emption, NCCL settings, apex interop, resume agreement between ranks."""
 
 import dataclasses
+import hashlib
 import logging
 import os
 import re
@@ -9,6 +10,7 @@ import signal
 import subprocess
 import sys
 import types
+from pathlib import Path
 
 import pytest
 import torch
@@ -85,6 +87,44 @@ def test_larger_max_steps_extends_the_run_with_the_schedule_recomputed(tmp_path,
     assert rates[5] == pytest.approx(5e-3 * ((8 - 4) / (8 - 2)) ** 0.5)
 
 
+def test_a_smaller_max_steps_above_the_step_shortens_the_run_and_says_so(tmp_path, caplog):
+    from bert.checkpoints import checkpoint_to_resume
+
+    save_checkpoint(
+        tmp_path, 10, {"step": 10, "max_steps": 120, "signature": "s", "execution": {}}, keep_last=1
+    )
+    caplog.set_level("INFO", logger="bert.checkpoints")
+    assert checkpoint_to_resume(tmp_path, "s", {}, 80, resume=True, rank=0)["step"] == 10
+    assert (
+        "step-00000010.pt: shortening the run at step 10: max_steps 120 -> 80, the learning-rate schedule "
+        "recomputed for 80 steps" in caplog.text
+    )
+
+
+def test_the_changes_that_start_a_run_afresh_are_named_readably():
+    """Lists of files by the names that changed, sections by their keys, hashes by 12 digits (the
+    line used to print the lists' reprs, cut at 40 characters)."""
+    from bert.checkpoints import _changes
+
+    sha = {name: hashlib.sha256(name.encode()).hexdigest() for name in ("a", "b", "c")}
+    before = {"files": [("train.json", sha["a"]), ("model.safetensors", sha["b"]), ("vocab.txt", sha["c"])],
+              "shards": [(f"part-{i}.hdf5", 1000) for i in range(6)], "manifest": sha["a"], "init": None,
+              "recipe": {"learning_rate": 0.001, "seed": 42}, "squad": [192, 64, 32], "model": "tiny"}  # fmt: skip
+    now = {**before, "files": [("train.json", sha["c"]), ("model.safetensors", sha["b"]), ("extra.txt", sha["a"])],
+           "shards": [(f"part-{i}.hdf5", 1001) for i in range(6)], "manifest": sha["b"], "init": sha["c"],
+           "recipe": {"learning_rate": 0.002, "seed": 42}}  # fmt: skip
+    assert _changes(before, now) == ", ".join([
+        "files [extra.txt added, train.json changed, vocab.txt removed]",
+        f"init changed (sha256 none -> {sha['c'][:12]})",
+        f"manifest changed (sha256 {sha['a'][:12]} -> {sha['b'][:12]})",
+        "recipe.learning_rate 0.001 -> 0.002",
+        "shards [part-0.hdf5 changed, part-1.hdf5 changed, part-2.hdf5 changed, 3 more]",
+    ])  # fmt: skip
+    assert _changes({"precision": "fp32", "code": "1"}, {"precision": "bf16", "code": "2"}) == (
+        "the code (bert/, stages/), precision fp32 -> bf16"
+    )
+
+
 def test_max_steps_below_the_newest_checkpoint_is_one_clear_error(tmp_path):
     shards = write_shards(tmp_path / "shards")
     pretrain(tmp_path, shards, 4, total_steps=4)
@@ -137,6 +177,7 @@ def test_join_takes_a_node_rank_of_the_params_nodes():
     assert (
         node_rank_to_join(["--join"], 2, "usage") is None
         and node_rank_to_join(["-j", "1"], 2, "usage") is None
+        and node_rank_to_join(["--join", "²"], 2, "usage") is None  # isdigit() took it, int() did not
     )
     with pytest.raises(
         UserError,
@@ -172,9 +213,59 @@ def test_execution_settings_come_from_the_environment_with_defaults():
         ("BERT_DIST_TIMEOUT_MINUTES", "0", "BERT_DIST_TIMEOUT_MINUTES=0: expected in (0, 1440]"),
         ("BERT_DIST_TIMEOUT_MINUTES", "ten", "BERT_DIST_TIMEOUT_MINUTES=ten: expected in (0, 1440]"),
         ("BERT_MAX_RESTARTS", "1.5", "BERT_MAX_RESTARTS=1.5: expected a whole number 0 to 100"),
+        # digits str.isdigit() takes and int() refuses (a traceback), or torchrun would
+        ("BERT_RDZV_ENDPOINT", "node17:2950²", "BERT_RDZV_ENDPOINT=node17:2950²: expected HOST:PORT"),
+        ("BERT_RDZV_ENDPOINT", "node17:٢٩٥٠٠", "BERT_RDZV_ENDPOINT=node17:٢٩٥٠٠: expected HOST:PORT"),
+        ("BERT_RDZV_ENDPOINT", "node 17:29500", "BERT_RDZV_ENDPOINT=node 17:29500: expected HOST:PORT"),
+        ("BERT_DIST_TIMEOUT_MINUTES", "٣٠", "BERT_DIST_TIMEOUT_MINUTES=٣٠: expected in (0, 1440]"),
+        ("BERT_MAX_RESTARTS", "1\n2", "BERT_MAX_RESTARTS='1\\n2': expected a whole number"),  # one line
     ]:
         with pytest.raises(UserError, match=rf"^{re.escape(words)}"):
             execution_from_environment({name: value})
+
+
+def test_the_log_folder_is_checked_before_any_work(tmp_path, monkeypatch):
+    """BERT_LOG_DIR was read unchecked: a file was a traceback in torchrun, and a folder inside a
+    stage's output (the model folder) exited 0 and the publish step wiped the logs it announced."""
+    from bert.distributed import execution_from_environment
+    from stages import layout
+
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "notes.txt").write_text("not a folder")
+
+    def refusal(value: str | None, run: str = "phase1") -> str:
+        environ = {} if value is None else {"BERT_LOG_DIR": value}
+        monkeypatch.delenv("BERT_LOG_DIR", raising=False)
+        if value is not None:
+            monkeypatch.setenv("BERT_LOG_DIR", value)
+        with pytest.raises(UserError) as error:
+            execution_from_environment(environ, layout.logs(run), layout.OUTPUT_FOLDERS)
+        assert "\n" not in str(error.value)
+        return str(error.value)
+
+    assert refusal("notes.txt") == (
+        "BERT_LOG_DIR=notes.txt: notes.txt is a file, not a folder; point BERT_LOG_DIR at another folder "
+        "(it is created when missing)"
+    )
+    assert refusal("notes.txt/logs").startswith("BERT_LOG_DIR=notes.txt/logs: notes.txt is a file")
+    assert refusal("data/models").startswith(
+        "BERT_LOG_DIR=data/models: the logs would go to data/models/phase1 (inside data/models), among the "
+        "pipeline's outputs (DVC deletes an output before its stage runs"
+    )
+    assert refusal("data", run="squad").startswith(  # data/phase1 is fine, data/squad is download_squad's
+        "BERT_LOG_DIR=data: the logs would go to data/squad, among the pipeline's outputs"
+    )
+    assert refusal("x" * 300).endswith(
+        "a name too long for the file system; point BERT_LOG_DIR at another folder"
+    )
+    (tmp_path / "data").write_text("")  # the default, data/logs, cannot be made either
+    assert refusal(None).startswith("data/logs/phase1 (the ranks' logs; BERT_LOG_DIR unset): data is a file")
+    (tmp_path / "data").unlink()
+    monkeypatch.setenv("BERT_LOG_DIR", "/tmp/bert-logs")
+    execution = execution_from_environment(
+        {"BERT_LOG_DIR": "/tmp/bert-logs"}, layout.logs("phase1"), layout.OUTPUT_FOLDERS
+    )
+    assert execution.log_dir == layout.logs("phase1") == Path("/tmp/bert-logs/phase1")
 
 
 def test_failure_lines_name_the_rank_host_signal_or_error_and_log():
@@ -245,10 +336,12 @@ def test_each_rank_gets_its_share_of_the_cpus_of_its_node(monkeypatch, cpus, npr
     assert bert.distributed.threads_per_rank(nproc_per_node) == threads
 
 
-@pytest.mark.parametrize("user_value", [None, "3"])
-def test_launcher_sets_the_threads_of_the_ranks_unless_the_user_did(monkeypatch, user_value):
+@pytest.mark.parametrize("user_value, threads", [(None, "auto"), ("3", "auto"), (None, 2), ("3", 2)])
+def test_launcher_sets_the_threads_of_the_ranks_unless_the_user_did(monkeypatch, user_value, threads):
     """torchrun itself sets OMP_NUM_THREADS=1 with 2+ ranks a node and nothing with one, so 2 nodes
-    x 1 rank and 1 node x 2 ranks computed with other thread counts (and other weights)."""
+    x 1 rank and 1 node x 2 ranks computed with other thread counts (and other weights). auto: the
+    node's CPUs over its ranks, unless the user set a count; distributed.threads_per_rank N: N on
+    every layout, whatever the environment says (dvc.lock records what the ranks computed with)."""
     monkeypatch.delenv("LOCAL_RANK", raising=False)
     monkeypatch.delenv("TORCHELASTIC_RUN_ID", raising=False)
     monkeypatch.setattr(bert.distributed.os, "sched_getaffinity", lambda pid: set(range(16)))
@@ -264,8 +357,31 @@ def test_launcher_sets_the_threads_of_the_ranks_unless_the_user_did(monkeypatch,
         lambda command, env: started.append(FakeTorchrun(command, env)) or started[-1],
     )
     for nproc_per_node, nnodes in [(4, 1), (1, 4)]:
-        relaunch_under_torchrun(["stages.pretrain", "phase1"], nproc_per_node, nnodes, Execution())
-    assert [run.env["OMP_NUM_THREADS"] for run in started] == [user_value or "4", user_value or "16"]
+        relaunch_under_torchrun(
+            ["stages.pretrain", "phase1"], nproc_per_node, nnodes, Execution(), threads=threads
+        )
+    expected = [user_value or "4", user_value or "16"] if threads == "auto" else ["2", "2"]
+    assert [run.env["OMP_NUM_THREADS"] for run in started] == expected
+
+
+def test_a_lone_process_computes_on_threads_per_rank_threads(tmp_path, monkeypatch):
+    """No torchrun to pass OMP_NUM_THREADS to (one process, or ranks of a torchrun of the user's
+    own): the launcher sets torch's thread count itself, before the work."""
+    from bert.distributed import launch
+
+    monkeypatch.delenv("LOCAL_RANK", raising=False)
+    monkeypatch.delenv("TORCHELASTIC_RUN_ID", raising=False)
+    before, seen = torch.get_num_threads(), []
+    try:
+        for threads in (2, 1):
+            settings = types.SimpleNamespace(
+                nproc_per_node=1, nnodes=1, backend="gloo", threads_per_rank=threads
+            )
+            launch(["x"], [], "x", settings, lambda distributed: seen.append(torch.get_num_threads()),
+                   checkpoint_dir=tmp_path, log_dir=tmp_path / "logs")  # fmt: skip
+    finally:
+        torch.set_num_threads(before)
+    assert seen == [2, 1]
 
 
 def _newest_checkpoint_line(tmp_path, monkeypatch, before: list[int], during: list[int]) -> str:
@@ -534,6 +650,19 @@ def test_set_params_writes_the_job_into_params_yaml_keeping_its_layout_or_change
         (["cluster.nnodes=2"], "there is no section 'cluster'"),
         (["distributed.nnodes=0"], "distributed.nnodes is 0"),
         (["distributed.nnodes"], "expected SECTION.KEY=VALUE"),
+        # a -S-style value that is not YAML was a traceback (yaml's, or its constructors' ValueError)
+        (
+            ["distributed.nnodes=[1"],
+            r"^distributed.nnodes=\[1: not valid YAML at line 1, column 3: .*; write a YAML",
+        ),
+        (
+            ["seed=!!int x"],
+            r"^seed=!!int x: not valid YAML at line 1, column 1: 'x' is not a valid !!int; write",
+        ),
+        (
+            ["seed=\x1f\n"],
+            r"^seed='\\x1f\\n': not valid YAML: unacceptable character #x001f",
+        ),  # found by fuzzing
         ([], "usage: python -m scripts.set_params"),
     ]:
         with pytest.raises(UserError, match=words):

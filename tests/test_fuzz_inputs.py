@@ -277,6 +277,70 @@ def test_downloaded_dump_content(tmp_path_factory, data):
     assert_one_line_or_accepted(lambda: check_content(path, "https://dumps.example.org/x.bz2"))
 
 
+# ---- the execution settings and the command line -----------------------------------------------
+
+EXECUTION_VARIABLES = ("BERT_RDZV_ENDPOINT", "BERT_DIST_TIMEOUT_MINUTES", "BERT_MAX_RESTARTS", "BERT_LOG_DIR")
+# What an environment variable can hold: no NUL, and no lone surrogate but those that stand for
+# undecodable bytes (os.environ's surrogateescape).
+ENV_CHARACTERS = st.characters(blacklist_categories=("Cs",), blacklist_characters="\0")
+ENV_VALUES = st.one_of(
+    st.text(ENV_CHARACTERS, max_size=30),
+    st.text(st.characters(whitelist_categories=("Nd", "No")), min_size=1, max_size=6),  # every script's digits
+    st.from_regex(r"[a-z0-9.\[\]:]{0,12}:[0-9²١]{0,7}", fullmatch=True),
+    st.sampled_from(["data", "data/models", "data/squad", "metrics", "notes.txt", "notes.txt/logs", "/", "..",
+                     "1e3", "nan", "-0", "1_0", " 7 ", "[::1]:29500", "x" * 300]),
+)  # fmt: skip
+
+
+@fuzz
+@given(name=st.sampled_from(EXECUTION_VARIABLES), value=ENV_VALUES, run=st.sampled_from(["phase1", "squad"]))
+def test_execution_settings(tmp_path_factory, monkeypatch_module, name, value, run):
+    """Any value of each variable gives a valid Execution, or a UserError in one line naming the
+    variable, checked as a training stage checks them (bert.distributed.launch)."""
+    from bert.distributed import PORT, execution_from_environment
+    from stages import layout
+
+    root = tmp_path_factory.mktemp("project")
+    (root / "data/models").mkdir(parents=True)
+    (root / "notes.txt").write_text("a file")
+    monkeypatch_module.chdir(root)
+    for variable in EXECUTION_VARIABLES:
+        monkeypatch_module.delenv(variable, raising=False)
+    monkeypatch_module.setenv(name, value)
+    try:
+        execution = execution_from_environment(os.environ, layout.logs(run), layout.OUTPUT_FOLDERS)
+    except UserError as error:
+        message = str(error)
+        assert "\n" not in message and message.startswith(f"{name}=" if value else "data/logs/"), message
+        return
+    host, _, port = execution.rdzv_endpoint.rpartition(":")
+    assert host and PORT.fullmatch(port) and 1 <= int(port) <= 65535
+    assert 0 < execution.timeout_minutes <= 24 * 60 and 0 <= execution.max_restarts <= 100
+    assert execution.log_dir == layout.logs(run)
+    assert not any(execution.log_dir.is_relative_to(output) for output in layout.OUTPUT_FOLDERS)
+
+
+@fuzz
+@given(
+    value=st.text(ENV_CHARACTERS, max_size=30),
+    key=st.sampled_from(["seed", "model.size", "distributed.threads_per_rank"]),
+)
+def test_set_params_values(tmp_path_factory, monkeypatch_module, key, value):
+    """`python -m scripts.set_params KEY=VALUE` (the SLURM script's, and -S's syntax): any value
+    is set, or one line that leaves params.yaml as it was."""
+    from scripts.set_params import set_params
+
+    monkeypatch_module.chdir(REPO)  # where params.yaml's sources are
+    path = tmp_path_factory.mktemp("params") / "params.yaml"
+    path.write_text((REPO / "params.yaml").read_text())
+    before = path.read_bytes()
+    try:
+        set_params(path, [f"{key}={value}"])
+    except UserError as error:
+        assert "\n" not in str(error).split("\n  params.yaml: ")[0], str(error)
+        assert path.read_bytes() == before
+
+
 # ---- two doors through the real stage command ---------------------------------------------------
 
 STAGE_EXAMPLES = settings(fuzz, max_examples=4 if QUICK else 200)

@@ -66,3 +66,17 @@ def test_every_output_dvc_yaml_declares_is_a_layout_path():
     with Repo(str(REPO)) as repo:
         declared = {out.def_path for stage in repo.index.stages for out in stage.outs}
     assert declared == expected_outputs(params)
+
+
+def test_every_output_lies_in_an_output_folder_and_no_log_or_checkpoint_does():
+    """OUTPUT_FOLDERS is what the training stages keep BERT_LOG_DIR out of: it must hold every
+    output, and not the folders where logs and checkpoints belong."""
+    params = yaml.safe_load((REPO / "params.yaml").read_text(encoding="utf-8"))
+    folders = [Path(folder) for folder in layout.OUTPUT_FOLDERS]
+    outside = [
+        out for out in expected_outputs(params) if not any(Path(out).is_relative_to(f) for f in folders)
+    ]
+    assert outside == []
+    for run in ("phase1", "squad", "tasks/rte"):
+        for kept in (layout.logs(run), layout.checkpoints(run)):
+            assert not any(kept.is_relative_to(f) or f.is_relative_to(kept) for f in folders), kept

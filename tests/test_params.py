@@ -53,7 +53,10 @@ def test_the_schema_does_not_import_torch():
         "import sys, stages.params; print(sorted(m for m in sys.modules if m.startswith(('torch', 'bert.'))))"
     )
     done = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, check=True)
-    assert done.stdout.strip() == "['bert.compute', 'bert.errors', 'bert.inputs', 'bert.model_presets', 'bert.recipe']"
+    assert (
+        done.stdout.strip()
+        == "['bert.compute', 'bert.errors', 'bert.inputs', 'bert.model_presets', 'bert.recipe']"
+    )
 
 
 def test_numbers_written_as_strings_are_numbers(project):
@@ -65,6 +68,12 @@ def test_numbers_written_as_strings_are_numbers(project):
     params = load_params()
     assert params.recipe("squad").learning_rate == pytest.approx(6e-5)
     assert params.pretrain.phase1.max_steps == 1000 and isinstance(params.pretrain.phase1.max_steps, int)
+
+
+def test_threads_per_rank_is_auto_or_a_count(project):
+    for value, read in [("auto", "auto"), (4, 4), ("4", 4)]:  # -S writes 4; a hand-quoted "4" is 4 too
+        write_params(project, {"distributed.threads_per_rank": value})
+        assert load_params().distributed.threads_per_rank == read
 
 
 def test_model_size_may_be_a_config_file_or_its_folder(project):
@@ -181,6 +190,18 @@ NAN, INF = math.nan, math.inf
         ("mixing.num_output_shards", 0, ["mixing.num_output_shards is 0", ">= 1"]),
         ("distributed.nproc_per_node", 0, ["distributed.nproc_per_node is 0", ">= 1"]),
         ("distributed.nnodes", 0, ["distributed.nnodes is 0", ">= 1"]),
+        (
+            "distributed.threads_per_rank",
+            0,
+            ["distributed.threads_per_rank is 0; it must be auto or an integer >= 1"],
+        ),
+        (
+            "distributed.threads_per_rank",
+            "all",
+            ["distributed.threads_per_rank is 'all'; it must be auto or"],
+        ),
+        ("distributed.threads_per_rank", True, ["distributed.threads_per_rank is true; it must be auto or"]),
+        ("distributed.threads_per_rank", 2.5, ["distributed.threads_per_rank is 2.5; it must be auto or"]),
         ("benchmark.batch_size", 0, ["benchmark.batch_size is 0", ">= 1"]),
         ("benchmark.steps", 0, ["benchmark.steps is 0", ">= 1"]),
         ("benchmark.warmup_steps", -1, ["benchmark.warmup_steps is -1", ">= 0"]),
@@ -338,6 +359,12 @@ def test_an_empty_or_broken_file_is_one_line(project):
         load_params()
     assert str(error.value).startswith("params.yaml: not valid YAML at line 2, column 1: ")
     assert "\n" not in str(error.value)
+    # a tag its constructor cannot read raised the constructor's own ValueError (a traceback)
+    (project / "params.yaml").write_text("seed: !!int x\n")
+    with pytest.raises(
+        UserError, match=r"^params.yaml: not valid YAML at line 1, column 7: 'x' is not a valid !!int$"
+    ):
+        load_params()
 
 
 @pytest.mark.parametrize(

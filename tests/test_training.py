@@ -139,6 +139,21 @@ def test_corrupt_newest_checkpoint_falls_back_to_the_previous_one(tmp_path, capl
     ]  # fmt: skip
 
 
+def test_every_corrupt_checkpoint_is_kept_even_of_one_step(tmp_path):
+    """A step whose checkpoint goes bad twice (written again after the first, and damaged again)
+    keeps both files: the second used to replace the first, the evidence docs say is never deleted."""
+    from bert.checkpoints import newest_readable_checkpoint
+
+    for damaged in (b"first", b"second", b"third"):
+        (tmp_path / "step-00000008.pt").write_bytes(damaged)
+        assert newest_readable_checkpoint(tmp_path, rank=0) is None
+    assert {p.name: p.read_bytes() for p in tmp_path.iterdir()} == {
+        "step-00000008.pt.corrupt": b"first", "step-00000008.pt.2.corrupt": b"second",
+        "step-00000008.pt.3.corrupt": b"third",
+    }  # fmt: skip
+    assert list_checkpoints(tmp_path) == []
+
+
 def test_no_readable_checkpoint_starts_afresh(tmp_path, caplog):
     shards = write_shards(tmp_path / "shards")
     pretrain(tmp_path, shards, 4)  # checkpoint of step 3 and 4

@@ -340,12 +340,17 @@ def _chunks(response, received: int) -> Iterator[bytes]:
 def _total_size(response, offset: int) -> int | None:
     if response.status == 206:
         total = response.headers.get("Content-Range", "").rpartition("/")[2]
-        if total.isdigit():
+        if _is_number(total):
             return int(total)
     length = response.headers.get("Content-Length")
-    if length is None or not length.isdigit():
+    if length is None or not _is_number(length):
         return None
     return int(length) + (offset if response.status == 206 else 0)
+
+
+def _is_number(text: str) -> bool:
+    # ASCII digits: headers are Latin-1, and "²" passes isdigit() but not int().
+    return text.isascii() and text.isdigit()
 
 
 def _check_content_range(response, part: Path, offset: int) -> None:
@@ -360,7 +365,7 @@ def _check_content_range(response, part: Path, offset: int) -> None:
 def _handle_unsatisfiable_range(response, part: Path, offset: int) -> int:
     """416 to 'bytes=N-': if N is the file size the .part is complete; else start over (returns 0)."""
     total = response.headers.get("Content-Range", "").rpartition("/")[2]
-    if total.isdigit() and int(total) == offset:
+    if _is_number(total) and int(total) == offset:
         return offset
     log.info("%s: the partial file does not fit the file on the server; starting over", part)
     remove_part(part)
@@ -392,7 +397,7 @@ def retrying(url: str, request: Callable[[], T], *, retries: int, backoff: float
 
 
 def _retry_after(value: str | None) -> float | None:
-    if value and value.strip().isdigit():
+    if value and _is_number(value.strip()):
         return min(float(value), MAX_RETRY_AFTER)
     return None
 

@@ -12,14 +12,25 @@ from tests.support.stage_workspace import make_workspace, run_stage, set_params
 def test_phase1_phase2_export(tmp_path):
     root = make_workspace(tmp_path)
     set_params(root, {"pretrain.phase2.init_optimizer_from_phase1": True})
+    # The ranks' logs inside the model folder: refused before any work (the run exited 0, and
+    # publishing the model wiped the logs it had announced); the run below, without it, works.
+    refused = run_stage(root, "stages.pretrain", "phase1", env={"BERT_LOG_DIR": "data/models"})
+    assert refused.returncode == 1 and refused.stderr.startswith(
+        "error: BERT_LOG_DIR=data/models: the logs would go to data/models/phase1 (inside data/models), "
+        "among the pipeline's outputs"
+    ), refused.stderr
+    assert len(refused.stderr.splitlines()) == 1
+    assert not (root / "data/models").exists() and not (root / "data/checkpoints").exists()
     for args in (["stages.pretrain", "phase1"], ["stages.pretrain", "phase2"], ["stages.export_hf"]):
+        if args[-1] == "phase2":  # a param, so it beats run_stage's OMP_NUM_THREADS=1
+            set_params(root, {"distributed.threads_per_rank": 2})
         result = run_stage(root, *args)
         assert result.returncode == 0, result.stderr[-3000:]
         assert "launching" not in result.stderr  # one process: no torchrun
-    for phase in ("phase1", "phase2"):
+    for phase, threads in (("phase1", 1), ("phase2", 2)):
         metrics = json.loads((root / f"metrics/pretrain_{phase}.json").read_text())
         assert metrics["steps"] == 8 and metrics["skipped_steps"] == 0
-        assert metrics["cpu_threads"] == 1  # run_stage sets OMP_NUM_THREADS=1
+        assert metrics["cpu_threads"] == threads  # run_stage's OMP_NUM_THREADS=1, then threads_per_rank: 2
         assert {
             "loss",
             "mlm_loss",

@@ -128,7 +128,7 @@ def test_finetune_resumes_and_benchmark(tmp_path, uncased_vocab):
     assert initial.stat().st_size == size
     fresh = run(root, "stages.finetune_squad")
     assert (
-        "written by a run with other params (files [" in fresh.stderr
+        "written by a run with other params (files [model.safetensors changed])" in fresh.stderr
         and "resumed from step" not in fresh.stderr
     )
     assert "its checkpoints moved to data/checkpoints/squad/previous-" in fresh.stderr

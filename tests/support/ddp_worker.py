@@ -14,7 +14,7 @@ from tests.support.loop import run_loop
 
 
 def main() -> None:
-    settings = SimpleNamespace(nproc_per_node=2, nnodes=1, backend="gloo")
+    settings = SimpleNamespace(nproc_per_node=2, nnodes=1, backend="gloo", threads_per_rank="auto")
     launch(["tests.support.ddp_worker", sys.argv[1]], [], "ddp_worker RANK", settings,
            lambda distributed: work(int(sys.argv[1]), distributed), checkpoint_dir="", log_dir="logs")  # fmt: skip
 
