@@ -17,7 +17,7 @@ import torch
 from torch import nn
 
 import bert.distributed
-from bert.checkpoints import list_checkpoints, load_checkpoint, save_checkpoint
+from bert.checkpoints import list_checkpoints, load_checkpoint, run_signature, save_checkpoint
 from bert.distributed import Execution, relaunch_under_torchrun, setup_distributed, torchrun_command
 from bert.errors import UserError, run_main
 from bert.modeling import BertForPreTraining
@@ -34,30 +34,30 @@ torch.set_num_threads(1)
 
 def test_changed_params_move_the_old_checkpoints_aside_naming_the_change(tmp_path, caplog):
     shards = write_shards(tmp_path / "shards")
-    pretrain(tmp_path, shards, 4, run_signature="a", run_description={"learning_rate": 0.02, "seed": 1})
+    first, second = {"learning_rate": 0.02, "seed": 1}, {"learning_rate": 0.01, "seed": 1}
+    a, b = run_signature(first), run_signature(second)
+    pretrain(tmp_path, shards, 4, description=first)
     old = {p.name: p.read_bytes() for p in list_checkpoints(tmp_path / "checkpoints")}
     caplog.set_level("INFO", logger="bert.checkpoints")
-    _, summary = pretrain(
-        tmp_path, shards, 2, run_signature="b", run_description={"learning_rate": 0.01, "seed": 1}
-    )
-    aside = tmp_path / "checkpoints/previous-a"
+    _, summary = pretrain(tmp_path, shards, 2, description=second)
+    aside = tmp_path / f"checkpoints/previous-{a}"
     assert (
         f"written by a run with other params (learning_rate 0.02 -> 0.01); its checkpoints moved to {aside}"
         in caplog.text
     )
     assert {p.name: p.read_bytes() for p in list_checkpoints(aside)} == old  # kept whole, still loadable
-    assert load_checkpoint(aside / "step-00000004.pt")["signature"] == "a"
+    assert load_checkpoint(aside / "step-00000004.pt")["signature"] == a
     assert [p.name for p in list_checkpoints(tmp_path / "checkpoints")] == ["step-00000002.pt"]
     assert summary["steps"] == 2
 
     # back to the first params: its checkpoints stay where they are; this run's go to a folder of their own
-    pretrain(tmp_path, shards, 2, run_signature="a", run_description={"learning_rate": 0.02, "seed": 1})
+    pretrain(tmp_path, shards, 2, description=first)
     assert sorted(p.name for p in (tmp_path / "checkpoints").iterdir() if p.is_dir()) == [
-        "previous-a",
-        "previous-b",
+        f"previous-{a}",
+        f"previous-{b}",
     ]
-    pretrain(tmp_path, shards, 2, run_signature="a", resume=False)  # resume off: moved too, not deleted
-    assert list_checkpoints(tmp_path / "checkpoints/previous-a-2")
+    pretrain(tmp_path, shards, 2, description=first, resume=False)  # resume off: moved too, not deleted
+    assert list_checkpoints(tmp_path / f"checkpoints/previous-{a}-2")
 
 
 def test_keep_last_prunes_only_the_top_folder(tmp_path):
