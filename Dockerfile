@@ -13,9 +13,13 @@ COPY requirements.txt requirements-test.txt ./
 RUN grep -v '^torch==' requirements.txt > /tmp/requirements-notorch.txt \
  && pip install --no-cache-dir -r /tmp/requirements-notorch.txt
 
+# The project itself, editable as `make` installs it: every process of the image imports `bert`
+# whatever folder it starts in (`dask scheduler`, `dask worker tcp://HEAD:8786`, dask-mpi, torchrun's
+# ranks), and a checkout mounted over /workspace/bert-dvc is the code they all import. Checked
+# from another folder, where only the installed project can be found.
 COPY . .
 RUN pip install --no-cache-dir --no-deps -e . \
  && git config --global --add safe.directory /workspace/bert-dvc \
- && python -c "import apex, bert.modeling; print('apex available')"
+ && cd / && python -c "import apex, bert.modeling; print('apex available')"
 
 CMD ["dvc", "repro"]

@@ -2,7 +2,7 @@
 PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
-# The stamp changes when a requirements file changes, so a second run reuses the environment.
+# The stamp changes when a requirements file (or this Makefile) changes, so a second run reuses the environment.
 STAMP := $(VENV)/.installed
 # Stage commands in dvc.yaml say `python`: it must be the environment's python.
 export PATH := $(abspath $(BIN)):$(PATH)
@@ -17,11 +17,15 @@ help:
 	@echo "make fuzz       the input-boundary fuzz tests, long profile (thousands of mutated files per door)"
 	@echo "make sample     regenerate the bundled sample world in data/sample (deterministic)"
 
-$(STAMP): requirements.txt requirements-test.txt pyproject.toml
+$(STAMP): requirements.txt requirements-test.txt pyproject.toml Makefile
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	# torch first and pinned: the CPU wheel where that is what is on offer, the CUDA one elsewhere.
 	$(BIN)/python -m pip install --quiet --disable-pip-version-check torch==2.13.0
 	$(BIN)/python -m pip install --quiet --disable-pip-version-check -r requirements-test.txt
+	# The project itself, editable (its files stay where they are, so edits are live and DVC sees
+	# them): every process of the environment imports `bert`, whatever folder it starts in (a Dask
+	# scheduler or worker started by its own command, dask-mpi, torchrun's ranks, a notebook).
+	$(BIN)/python -m pip install --quiet --disable-pip-version-check --no-deps -e .
 	touch $(STAMP)
 
 demo: $(STAMP)

@@ -8,7 +8,9 @@ so an output is the same bytes on every scheduler and with any number of workers
   - `dask`: a Dask LocalCluster on this machine, `num_workers` single-threaded processes;
   - `tcp://host:8786`: a running Dask scheduler, whose workers may be on many machines (started
     by dask-jobqueue's SLURMCluster, dask-mpi, or `dask scheduler` / `dask worker` by hand). They
-    must import this checkout's `bert` and see its files at the same paths (a shared filesystem).
+    must run this stage's environment with the project installed in it, so that they import this
+    checkout's `bert` (bert.dask_environment checks before any task), and see its files at the same
+    paths (a shared filesystem).
 Tasks are module-level functions of plain values (paths, numbers, lists), and a worker's set-up
 (`initializer(*initargs)`) reads files: nothing depends on what a forked process inherits.
 
@@ -29,6 +31,7 @@ from itertools import count, islice
 from tqdm import tqdm
 
 from bert.compute import Compute, is_scheduler_address
+from bert.dask_environment import check_cluster
 from bert.errors import UserError
 
 TASKS_AHEAD_PER_WORKER = 4  # queued tasks per worker: workers never wait, memory stays bounded
@@ -149,6 +152,13 @@ class ComputePool:
                     f"compute.scheduler {scheduler}: cannot reach the Dask scheduler ({error}); start one "
                     "(`dask scheduler`, dask-jobqueue or dask-mpi) or set compute.scheduler: local"
                 ) from None
+            # Processes started elsewhere may run another environment: one line now, before any task
+            # (a LocalCluster's workers are this process's children, started from its environment).
+            try:
+                check_cluster(self.client, scheduler)
+            except UserError:
+                self.client.close()
+                raise
             workers = max(len(self.client.scheduler_info().get("workers", {})), 1)
         self.tasks_ahead = TASKS_AHEAD_PER_WORKER * workers
 
