@@ -14,6 +14,11 @@ local sources by symbolic links, which DVC follows when it hashes a dependency:
 URLs are recorded in `sources.txt` only: their content is never fetched to compute a hash (DVC
 status stays offline), so a URL is tracked by its text and checksum, which are params anyway.
 Relative sources get relative links, so a moved or cloned project still resolves them.
+
+A link is made only to a source that passed its walk (bert.source_tree): DVC reads everything a
+link leads to, at every `dvc status`, before any stage can run, so one to a FIFO, a device or a
+folder holding one would hang it, and one that dangles would stop it. Nothing is linked until every
+source of the slot has passed, and the `sources` stage publishes all slots at once or none.
 """
 
 import os
@@ -22,32 +27,36 @@ from pathlib import Path
 
 from bert.download.transport import local_path
 from bert.errors import UserError
+from bert.source_tree import Rules, printable, walk_source
 
 LISTING = "sources.txt"
 
 
-def link_sources(slot: Path, sources: Sequence[str], name: str) -> None:
-    """Make `slot` (which must not exist) stand for the local ones of `sources`; `name` is the
-    param that lists them (corpora.books.sources), for messages."""
-    local = [(source, local_path(source)) for source in sources]
-    for source, path in local:
-        if path is not None and not path.exists():
-            raise UserError(f"{name}: {source} does not exist; check the path in params.yaml")
-    slot.parent.mkdir(parents=True, exist_ok=True)
-    if len(local) == 1 and local[0][1] is not None:
-        _link(local[0][1], slot)
-        return
-    slot.mkdir()
-    for index, (source, path) in enumerate(local):
-        if path is None:
-            continue
-        if path.is_dir():
+def link_sources(slot: Path, sources: Sequence[str], name: str, rules: Rules) -> None:
+    """Make `slot` (which must not exist) stand for the local ones of `sources`, each walked under
+    `rules` first; `name` is the param that lists them (corpora.books.sources), for messages."""
+    for source in sources:
+        if source.splitlines() != [source]:  # sources.txt, which DVC hashes, has one source a line
             raise UserError(
-                f"{name}: {source} is a folder among {len(sources)} sources; DVC can track a folder's "
-                "files only when the folder is the one source: give it alone (e.g. as a source of its "
+                f"{name}: {printable(source)} holds a line break; give the file or folder a name without one"
+            )
+    trees = [None if local_path(source) is None else walk_source(source, local_path(source), rules, name)
+             for source in sources]  # fmt: skip
+    slot.parent.mkdir(parents=True, exist_ok=True)
+    if len(trees) == 1 and trees[0] is not None:
+        _link(trees[0].path, slot)
+        return
+    for tree in trees:
+        if tree is not None and tree.is_folder:
+            raise UserError(
+                f"{name}: {printable(tree.source)} is a folder among {len(sources)} sources; DVC can track a "
+                "folder's files only when the folder is the one source: give it alone (e.g. as a source of its "
                 "own corpus), or list its files"
             )
-        _link(path, slot / f"{index}-{path.name}")  # the index: two sources may share a file name
+    slot.mkdir()
+    for index, tree in enumerate(trees):
+        if tree is not None:  # the index: two sources may share a file name
+            _link(tree.path, slot / f"{index}-{tree.path.name}")
     (slot / LISTING).write_text("".join(f"{source}\n" for source in sources), encoding="utf-8")
 
 

@@ -10,6 +10,7 @@ import logging
 
 from bert.download.staging import staged
 from bert.errors import UserError, run_main
+from bert.source_tree import Rules
 from stages import layout
 from stages.params import load_params
 
@@ -26,7 +27,8 @@ def main() -> None:
         raise UserError(f"params.yaml: no `corpora.{corpus}`; corpora: {', '.join(params.corpora)}")
     spec = params.corpora[corpus]
     out_dir = RAW_DIR / corpus
-    with staged(out_dir, {"sources": spec.sources, "checksums": spec.checksums}) as staging:
+    rules = Rules(params.follow_links, layout.OUTPUT_ROOTS, bundled=(layout.SAMPLE,))
+    with staged(out_dir, {"sources": spec.sources, "checksums": spec.checksums}, rules) as staging:
         files = staging.fetch_many(spec.sources, spec.checksums or None)
         staging.publish({path.name: path for path in files})
     size = sum(path.stat().st_size for path in out_dir.iterdir())

@@ -4,6 +4,7 @@ from pathlib import Path
 
 from bert.download.staging import staged
 from bert.errors import UserError, run_main
+from bert.source_tree import Rules
 from bert.squad.dataset import dataset_version, examples_from_json, read_json
 from stages import layout
 from stages.params import load_params
@@ -16,7 +17,8 @@ def main() -> None:
     version = params.squad.version
     files = params.squad.sources[version]
     sources = {"train.json": files.train, "dev.json": files.dev}
-    with staged(OUT_DIR, sources) as staging:
+    rules = Rules(params.follow_links, layout.OUTPUT_ROOTS, bundled=(layout.SAMPLE,))
+    with staged(OUT_DIR, sources, rules) as staging:
         for name, source in sources.items():
             target = staging.fetch(source, name)
             try:

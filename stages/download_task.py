@@ -14,6 +14,7 @@ from pathlib import Path
 from bert.download.staging import Staging, staged
 from bert.errors import run_main
 from bert.inputs import read_zip_members
+from bert.source_tree import Rules
 from bert.tasks.data import find_split_files, read_split, task_named
 from stages import layout
 from stages.params import load_params
@@ -26,9 +27,11 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("task", help="a task of `tasks.run` in params.yaml, e.g. mrpc")
     task = task_named(parser.parse_args().task)
-    settings = getattr(load_params().tasks, task.name)
+    params = load_params()
+    settings = getattr(params.tasks, task.name)
     out_dir = TASKS_DIR / task.name
-    with staged(out_dir, {"sources": settings.sources, "checksums": settings.checksums}) as staging:
+    rules = Rules(params.follow_links, layout.OUTPUT_ROOTS, bundled=(layout.SAMPLE,))
+    with staged(out_dir, {"sources": settings.sources, "checksums": settings.checksums}, rules) as staging:
         files = staging.fetch_many(settings.sources, settings.checksums or None, into="downloads")
         for path in files:
             if path.suffix == ".zip":

@@ -17,6 +17,7 @@ from bert.download.staging import Staging, publish, staged
 from bert.download.transport import SourceNotFound
 from bert.errors import UserError, run_main
 from bert.hf import check_pretrained
+from bert.source_tree import Rules
 from bert.tokenization import load_tokenizer_from_dir
 from stages import layout
 from stages.params import load_params
@@ -53,8 +54,10 @@ def main() -> None:
         )  # fmt: skip
         return
     base = params.weights[name].rstrip("/")
-    with staged(out_dir, {"base": base}) as staging:
+    rules = Rules(params.follow_links, layout.OUTPUT_ROOTS, bundled=(layout.SAMPLE,))
+    with staged(out_dir, {"base": base}, rules) as staging:
         staging.came_from(staging.folder, base)  # the folder's checks name the weights as written
+        staging.walk(base)  # a local folder is checked whole, as DVC hashes it whole through its link
         fetched = [fetch(base, file, staging) for file in REQUIRED]
         fetched.append(fetch_first(base, WEIGHT_FILES, staging, name))
         for file in OPTIONAL:

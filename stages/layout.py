@@ -20,6 +20,9 @@ SOURCES = DATA / "sources"  # links to the local sources params name, for DVC to
 SQUAD_SOURCES = SOURCES / "squad"
 METRICS = Path("metrics")
 LIVE = Path("dvclive")
+# Where the pipeline writes: no local source may lie in one of them or hold one (a dependency on a
+# pipeline output is one DVC's graph cannot see), except under SAMPLE, which holds the bundled sources.
+OUTPUT_ROOTS = (DATA, METRICS, LIVE)
 
 
 def raw(corpus: str) -> Path:

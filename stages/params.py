@@ -11,6 +11,7 @@ Numbers are read as numbers even when a tool wrote them as strings: YAML 1.1 loa
 import dataclasses
 import difflib
 import math
+import os
 import re
 import types
 import typing
@@ -232,6 +233,7 @@ class Benchmark:
 @dataclass
 class Params:
     corpora: dict[str, Corpus]
+    follow_links: bool  # links in a local source folder may lead out of it (bert.source_tree)
     shard: Shard
     vocab: Vocab
     mixing: Mixing
@@ -468,7 +470,9 @@ def _check(params: Params) -> None:
         for entry in sources:
             if "://" not in entry or entry.startswith("file://"):
                 local = Path(entry.removeprefix("file://"))
-                require(local.exists(), f"{name}.sources: {entry} does not exist")
+                # lexists: a link that loops or dangles is there, and the stages that read the sources
+                # say what is wrong with it (bert.source_tree); this check costs every stage a stat only.
+                require(os.path.lexists(local), f"{name}.sources: {entry} does not exist")
 
     for corpus, source in params.corpora.items():
         require(

@@ -11,6 +11,9 @@ A slot is a link to the one local source, or a folder with a link per local file
 names the download stage whose local files changed, and `dvc repro` reruns it and what depends on
 it; remote sources (URLs) are never contacted here, so `dvc status` works offline. The links are
 committed with the project (cache: false), as a cloned project needs them to be up to date.
+Every local source is walked first (bert.source_tree, params.yaml's follow_links): one DVC could not
+hash (a FIFO, a device, a link that dangles or loops, a pipeline output) is refused in one line, and
+no slot is published (docs/pipeline.md#what-a-local-source-may-be).
 """
 
 import logging
@@ -19,6 +22,7 @@ from bert.atomic import atomic_folder
 from bert.download.transport import local_path
 from bert.errors import run_main
 from bert.source_links import link_sources
+from bert.source_tree import Rules
 from stages import layout
 from stages.params import load_params
 
@@ -43,9 +47,10 @@ def main() -> None:
         layout.SQUAD_SOURCES: ([squad.train, squad.dev], f"squad.sources.{version}"),
         **{layout.weights_sources(name): (urls, f"weights.{name}") for name, urls in weights.items()},
     }
+    rules = Rules(params.follow_links, layout.OUTPUT_ROOTS, bundled=(layout.SAMPLE,))
     with atomic_folder(layout.SOURCES) as building:
         for slot, (sources, name) in slots.items():
-            link_sources(building / slot.relative_to(layout.SOURCES), sources, name)
+            link_sources(building / slot.relative_to(layout.SOURCES), sources, name, rules)
             remote = [source for source in sources if local_path(source) is None]
             if remote:
                 log.info(

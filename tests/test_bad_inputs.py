@@ -271,6 +271,18 @@ def squad_source(data) -> Callable[[Path], None]:
     return build
 
 
+def squad_v2_source(train_qas: list) -> Callable[[Path], None]:
+    """squad.version v2.0, its sources local files: the train file holds `train_qas`."""
+
+    def build(root: Path) -> None:
+        write_json(root, "sources/train.json", squad_json(train_qas, "v2.0"))
+        write_json(root, "sources/dev.json", squad_json([QUESTION, UNANSWERABLE], "v2.0"))
+        files = {"train": "sources/train.json", "dev": "sources/dev.json"}
+        set_params(root, {"squad.version": "v2.0", "squad.sources": {"v1.1": files, "v2.0": files}})
+
+    return build
+
+
 def finetune_project(train) -> Callable[[Path], None]:
     """A tiny random BERT as data/weights/phase2 and `train` as data/squad/train.json."""
 
@@ -348,6 +360,26 @@ def write_bytes(path: Path, data: bytes) -> None:
 def rewrite_params(root: Path) -> None:
     """params.yaml rewritten as the tests write it (what a user's fix comes to)."""
     write_params(root)
+
+
+def books_with_a_fifo(root: Path) -> None:
+    """corpora.bookcorpus.sources naming a folder of books that holds a FIFO (`mkfifo`)."""
+    (root / "sources/books").mkdir(parents=True)
+    (root / "sources/books/book.txt").write_text("A book.\n\nIts second paragraph.\n")
+    os.mkfifo(root / "sources/books/pipe")
+    set_params(root, {"corpora.bookcorpus.sources": ["sources/books"]})
+
+
+def remove_fifo(root: Path) -> None:
+    (root / "sources/books/pipe").unlink()
+
+
+def task_file_linked_from_elsewhere(root: Path) -> None:
+    """tasks.rte.sources naming a folder whose train.tsv is a link to a file outside it."""
+    task_source(RTE_GOOD)(root)
+    (root / "elsewhere").mkdir()
+    (root / "sources/RTE/train.tsv").rename(root / "elsewhere/train.tsv")
+    (root / "sources/RTE/train.tsv").symlink_to("../../elsewhere/train.tsv")
 
 
 def task_bytes(train: bytes) -> Callable[[Path], None]:
@@ -459,6 +491,7 @@ BOOKCORPUS = ("stages.documents", "bookcorpus")
 SHARD = ("stages.shard", "wikipedia")
 PRETRAIN = ("stages.pretrain", "phase1")
 DOWNLOAD_SQUAD = ("stages.download_squad",)
+DOWNLOAD_BOOKS = ("stages.download", "bookcorpus")
 DOWNLOAD_RTE = ("stages.download_task", "rte")
 DOWNLOAD_SWAG = ("stages.download_task", "swag")
 DOWNLOAD_TINY = ("stages.download_weights", "tiny")
@@ -643,6 +676,19 @@ CASES = [
     Case("squad-article-not-an-object", DOWNLOAD_SQUAD, squad_source({"version": "1.1", "data": ["Harbour"]}),
          ("sources/train.json", "data[0]", "no 'paragraphs' list"), "data/squad",
          fix=squad_source(squad_json([QUESTION]))),
+    # issue 40: contradictory SQuAD v2.0 labels; local sources that are not plain files
+    Case("squad-unanswerable-with-answers", DOWNLOAD_SQUAD,
+         squad_v2_source([QUESTION, UNANSWERABLE | {"answers": [{"text": "The harbour", "answer_start": 0}]}]),
+         ("sources/train.json", "question q2 is marked is_impossible but has 1 answer(s)", "empty its answers"),
+         "data/squad", fix=squad_v2_source([QUESTION, UNANSWERABLE])),
+    Case("squad-is-impossible-a-string", DOWNLOAD_SQUAD, squad_v2_source([QUESTION | {"is_impossible": "false"}]),
+         ("sources/train.json", "question q1", "'is_impossible' is 'false'", "without quotes"), "data/squad",
+         fix=squad_v2_source([QUESTION | {"is_impossible": False}])),
+    Case("books-folder-holding-a-fifo", DOWNLOAD_BOOKS, books_with_a_fifo,
+         ("sources/books/pipe is a named pipe (FIFO)", "remove it"), "data/raw/bookcorpus", fix=remove_fifo),
+    Case("task-file-linked-from-elsewhere", DOWNLOAD_RTE, task_file_linked_from_elsewhere,
+         ("sources/RTE/train.tsv is a symbolic link to", "outside the source folder", "follow_links: true"),
+         "data/tasks/rte", fix=param("follow_links", True)),
     Case("swag-runaway-quote", DOWNLOAD_SWAG, swag_source(SWAG_TRAIN + b'9,x,1,"' + b"word " * 30000 + b"\n"),
          ("sources/train.csv", "field larger than field limit", "unbalanced double quote"), "data/tasks/swag",
          fix=swag_source(SWAG_TRAIN)),

@@ -17,19 +17,21 @@ profile finds becomes a fixed row of tests/test_bad_inputs.py.
 import json
 import os
 import shutil
+import signal
 import zipfile
 from pathlib import Path
 
 import pytest
 
 hypothesis = pytest.importorskip("hypothesis", reason="pip install -r requirements-test.txt")
-from hypothesis import HealthCheck, given, settings  # noqa: E402
+from hypothesis import HealthCheck, example, given, settings  # noqa: E402
 from hypothesis import strategies as st  # noqa: E402
 
 from bert.errors import UserError  # noqa: E402
 from bert.hf import read_weight_index  # noqa: E402
 from bert.inputs import check_content, read_yaml, read_zip_members  # noqa: E402
 from bert.modeling import BertConfig  # noqa: E402
+from bert.source_tree import Rules, open_regular, printable, walk_source  # noqa: E402
 from bert.squad.dataset import dataset_version, examples_from_json, read_json  # noqa: E402
 from bert.tasks.data import read_split, task_named  # noqa: E402
 from bert.tokenization import load_tokenizer  # noqa: E402
@@ -339,6 +341,129 @@ def test_set_params_values(tmp_path_factory, monkeypatch_module, key, value):
     except UserError as error:
         assert "\n" not in str(error).split("\n  params.yaml: ")[0], str(error)
         assert path.read_bytes() == before
+
+
+# ---- local source trees (bert.source_tree) ---------------------------------------------------------
+
+# What a user's source folder may hold, and what the walk makes of it: "file" (returned), "skipped"
+# (a link to a folder, named), "bad" (refused), or "outside" (a link leaving the folder: returned
+# or skipped with follow_links, refused without it).
+TREE_ENTRIES = {
+    "file": "file",
+    "folder": "folder",
+    "fifo": "bad",
+    "link to a file inside": "file",
+    "link to a folder inside": "skipped",
+    "dangling link": "bad",
+    "link loop": "bad",
+    "link to a file outside": "outside file",
+    "link to a folder outside": "outside skipped",
+}
+
+
+def build_entry(path: Path, kind: str, root: Path, outside: Path) -> None:
+    make = {
+        "file": lambda: path.write_text("a book"),
+        "folder": lambda: path.mkdir(),
+        "fifo": lambda: os.mkfifo(path),
+        "link to a file inside": lambda: path.symlink_to(root / "target.txt"),
+        "link to a folder inside": lambda: path.symlink_to(root / "shelf"),
+        "dangling link": lambda: path.symlink_to(root / "nowhere"),
+        "link loop": lambda: path.symlink_to(path.name),
+        "link to a file outside": lambda: path.symlink_to(outside / "book.txt"),
+        "link to a folder outside": lambda: path.symlink_to(outside),
+    }
+    make[kind]()
+
+
+class WalkTookTooLong(Exception):
+    pass
+
+
+def _took_too_long(*_) -> None:
+    raise WalkTookTooLong  # interrupts a blocking open() of a FIFO, which is what a hang would be
+
+
+REFUSED_ENTRIES = sorted(kind for kind, verdict in TREE_ENTRIES.items() if verdict == "bad")
+OTHER_ENTRIES = sorted(kind for kind, verdict in TREE_ENTRIES.items() if verdict != "bad")
+
+
+@settings(fuzz, max_examples=60 if QUICK else 2000)  # cheap: no file is read
+@given(
+    entries=st.lists(
+        st.tuples(st.sampled_from(["", "sub", "sub/deeper"]), st.sampled_from(["a", ".hidden", "b c", "new\nline"]),
+                  # one entry in three refused whatever follow_links says: trees with one alone are common
+                  st.one_of(st.sampled_from(OTHER_ENTRIES), st.sampled_from(OTHER_ENTRIES),
+                            st.sampled_from(REFUSED_ENTRIES))),
+        max_size=6,
+    ),
+    follow_links=st.booleans(),
+)  # fmt: skip
+# Each kind alone, whatever the draws (the quick profile's few dozen may miss one):
+@example(entries=[("", "a", "fifo")], follow_links=True)
+@example(entries=[("sub", "new\nline", "dangling link")], follow_links=True)
+@example(entries=[("sub/deeper", ".hidden", "link loop")], follow_links=True)
+@example(entries=[("", "a", "link to a file outside")], follow_links=False)
+@example(entries=[("sub", "a", "link to a file outside")], follow_links=True)
+@example(entries=[("", "b c", "link to a folder outside")], follow_links=False)
+@example(entries=[("", "b c", "link to a folder outside")], follow_links=True)
+@example(
+    entries=[("sub", "a", "link to a folder inside"), ("", "a", "link to a file inside")], follow_links=False
+)
+def test_a_source_tree_is_its_allowed_files_or_one_line_naming_an_offending_entry(
+    tmp_path_factory, entries, follow_links
+):
+    """Folders of regular files, folders, FIFOs, and links inside, out of the folder, dangling or
+    looping: the walk returns exactly the regular files the rule allows (and names the links to
+    folders it skips), or raises one UserError naming an offending entry; it never follows a link
+    out of the folder without follow_links, and never hangs (an alarm would interrupt it)."""
+    base = tmp_path_factory.mktemp("tree")
+    root, outside = base / "source", base / "outside"
+    (root / "shelf").mkdir(parents=True)
+    (root / "target.txt").write_text("the target")
+    outside.mkdir()
+    (outside / "book.txt").write_text("a book elsewhere")
+    made = {"shelf": "folder", "target.txt": "file"}
+    for folder, name, kind in entries:
+        relative = f"{folder}/{name}" if folder else name
+        if relative in made:
+            continue
+        (root / folder).mkdir(parents=True, exist_ok=True)  # entry names are never "sub" nor "deeper"
+        made.update({parent: "folder" for parent in ("sub", "sub/deeper") if (root / parent).is_dir()})
+        build_entry(root / relative, kind, root, outside)
+        made[relative] = kind
+    verdicts = {relative: TREE_ENTRIES[kind] for relative, kind in made.items()}
+    if follow_links:
+        verdicts = {relative: verdict.removeprefix("outside ") for relative, verdict in verdicts.items()}
+    refused = {
+        relative
+        for relative, verdict in verdicts.items()
+        if verdict == "bad" or verdict.startswith("outside")
+    }
+
+    previous = signal.signal(signal.SIGALRM, _took_too_long)
+    signal.setitimer(signal.ITIMER_REAL, 10)
+    try:
+        tree = walk_source(str(root), root, Rules(follow_links=follow_links), "corpora.c.sources")
+    except UserError as error:
+        message = str(error)
+        assert "\n" not in message and message.startswith("corpora.c.sources: "), message
+        assert any(
+            message.startswith(f"corpora.c.sources: {printable(f'{root}/{relative}')} ")
+            for relative in refused
+        ), message
+        return
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)
+    assert not refused, f"accepted {refused}"
+    assert sorted(tree.files) == sorted(
+        relative for relative, verdict in verdicts.items() if verdict == "file"
+    )
+    assert set(tree.skipped) == {relative for relative, verdict in verdicts.items() if verdict == "skipped"}
+    for path in tree.file_paths():  # each is a regular file, readable without a wait
+        with open_regular(path, str(path)) as file:
+            file.read()
 
 
 # ---- two doors through the real stage command ---------------------------------------------------

@@ -33,6 +33,7 @@ from bert.compute import Compute
 from bert.corpus.documents import PART_BYTES, DocumentWriter
 from bert.errors import UserError
 from bert.parallel import run_tasks
+from bert.source_tree import STRICT, walk_source
 
 log = logging.getLogger(__name__)
 
@@ -155,7 +156,7 @@ def find_book_files(folder: str | Path) -> list[Path]:
     folder = Path(folder)
     if not folder.exists():
         raise UserError(f"{folder}: not found; run `dvc repro download@{folder.name}` first")
-    files = [folder] if folder.is_file() else sorted(p for p in folder.rglob("*") if p.is_file())
+    files = walk_source(str(folder), folder, STRICT).file_paths()  # never a FIFO or a link out of it
     books = [p for p in files if p.suffix in (".txt", ".parquet")]
     if not books:
         raise UserError(f"{folder}: no .txt books or .parquet files in this folder")

@@ -62,6 +62,7 @@ from bert.corpus.mediawiki import (
 )
 from bert.errors import UserError
 from bert.parallel import ComputePool
+from bert.source_tree import STRICT, walk_source
 
 log = logging.getLogger(__name__)
 
@@ -122,11 +123,12 @@ def find_dumps(folder: str | Path) -> list[Path]:
     """The dumps under `folder` (or `folder` itself, a file), in name order; a multistream index
     goes with its dump (bert.corpus.mediawiki.index_of)."""
     folder = Path(folder)
-    if folder.is_file():
-        return [folder]
-    if not folder.is_dir():
+    if not folder.exists():
         raise UserError(f"{folder}: not found; run `dvc repro download@{folder.name}` first")
-    files = sorted(p for p in folder.rglob("*") if p.is_file())
+    tree = walk_source(str(folder), folder, STRICT)  # never a FIFO or a link out of it
+    if not tree.is_folder:
+        return [folder]
+    files = tree.file_paths()
     for index in (p for p in files if p.name.endswith(INDEX_SUFFIX)):
         if not dump_of(index).is_file():
             raise UserError(

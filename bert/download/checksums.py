@@ -7,6 +7,7 @@ import re
 
 from bert.download.transport import SourceNotFound, fetch_text, file_name, is_url, local_path
 from bert.errors import UserError
+from bert.source_tree import open_regular
 
 log = logging.getLogger(__name__)
 HASH_LENGTHS = {"sha1": 40, "md5": 32, "sha256": 64}
@@ -63,7 +64,8 @@ def published_checksum(source: str, **fetch_options) -> tuple[str, str]:
             prefix = f"{match['wiki']}-{match['date']}-"
             candidates.sort(key=lambda p: not p.name.startswith(prefix))
         for sums in candidates:
-            digest = find_sum(sums.read_text(encoding="utf-8", errors="replace"), name)
+            with open_regular(sums, str(sums)) as file:  # a FIFO there must not hang the download
+                digest = find_sum(file.read().decode("utf-8", errors="replace"), name)
             if digest is not None:
                 log.info("%s: published %s from %s", name, algorithm, sums)
                 return algorithm, digest

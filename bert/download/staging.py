@@ -30,6 +30,7 @@ from bert.download.transport import (
 )
 from bert.errors import UserError
 from bert.inputs import check_content
+from bert.source_tree import STRICT, Rules, SourceTree, walk_source
 
 log = logging.getLogger(__name__)
 
@@ -78,23 +79,26 @@ def download_many(
     sources: Sequence[str | Path],
     dest_dir: str | Path,
     checksums: Sequence[str | None] | None = None,
+    *,
+    rules: Rules = STRICT,
     **options,
 ) -> list[Path]:
     """Fetch every source into `dest_dir`, named after the URL's (or path's) file name.
 
     A local directory source contributes its files (not sub-folders, not hidden files), sorted by
-    name. Two sources with the same file name are an error. Files go through `download_staged`, so a
-    re-run after a failure into the same (staging) folder fetches only what is missing or changed.
-    `options` go to `download_staged`. Returns the paths, in source order.
+    name, once it passes its walk under `rules` (bert.source_tree). Two sources with the same file
+    name are an error. Files go through `download_staged`, so a re-run after a failure into the same
+    (staging) folder fetches only what is missing or changed. `options` go to `download_staged`.
+    Returns the paths, in source order.
     """
     return [
         download_staged(item, Path(dest_dir) / name, checksum, **options)
-        for item, name, checksum in _plan(sources, checksums)
+        for item, name, checksum in _plan(sources, checksums, rules)
     ]
 
 
 def _plan(
-    sources: Sequence[str | Path], checksums: Sequence[str | None] | None
+    sources: Sequence[str | Path], checksums: Sequence[str | None] | None, rules: Rules
 ) -> list[tuple[str, str, str | None]]:
     """(source file, file name, checksum) for every file the sources stand for (see download_many)."""
     checksums = list(checksums or [None] * len(sources))
@@ -104,7 +108,7 @@ def _plan(
         )
     plan: dict[str, tuple[str, str | None]] = {}
     for source, checksum in zip(sources, checksums):
-        for item, name in expand(str(source), checksum):
+        for item, name in expand(str(source), checksum, rules):
             if name in plan:
                 raise UserError(
                     f"two sources have the same file name {name!r}: {plan[name][0]} and {item}; "
@@ -122,13 +126,23 @@ class Staging:
     every message names the source as the user wrote it (a URL or path in params.yaml, plus the
     member of an archive), never the staging copy, which is gone by the time they read it."""
 
-    def __init__(self, folder: Path, out_dir: Path):
-        self.folder, self.out_dir = folder, out_dir
+    def __init__(self, folder: Path, out_dir: Path, rules: Rules):
+        self.folder, self.out_dir, self.rules = folder, out_dir, rules
         self.origins: dict[Path, str] = {}
+
+    def walk(self, source: str) -> SourceTree | None:
+        """The local source `source` walked under the stage's rules (bert.source_tree): a folder is
+        checked whole, as DVC hashes it whole. None for a URL."""
+        path = local_path(source)
+        return None if path is None else walk_source(source, path, self.rules)
 
     def fetch(self, source: str, name: str, checksum: str | None = None) -> Path:
         """`source` as `name` in the staging folder (download_staged), checked to be what its name
-        says (not an HTML page in place of a zip, JSON or weights file: bert.inputs.check_content)."""
+        says (not an HTML page in place of a zip, JSON or weights file: bert.inputs.check_content).
+        A local source must be a regular file, by its walk."""
+        tree = self.walk(source)
+        if tree is not None and tree.is_folder:
+            raise UserError(f"{source}: a folder, not a file; point params.yaml at the file")
         target = self.folder / name
         self.origins[target] = str(source)
         download_staged(source, target, checksum)
@@ -141,7 +155,7 @@ class Staging:
         """Every file of `sources` (see download_many) under `into` in the staging folder."""
         return [
             self.fetch(item, str(Path(into) / name) if into else name, checksum)
-            for item, name, checksum in _plan(sources, checksums)
+            for item, name, checksum in _plan(sources, checksums, self.rules)
         ]
 
     def came_from(self, path: Path, origin: str) -> None:
@@ -181,12 +195,13 @@ class Staging:
 
 
 @contextmanager
-def staged(out_dir: str | Path, sources: object) -> Iterator[Staging]:
+def staged(out_dir: str | Path, sources: object, rules: Rules) -> Iterator[Staging]:
     """The staging area of a download stage that publishes `out_dir`: files collect in
     `staging_dir(out_dir, sources)` (kept across failed runs, so a re-run resumes), the stage reads
-    and checks them there, then calls `Staging.publish`. A UserError raised inside names the
-    sources as written, not their staging copies."""
-    staging = Staging(staging_dir(out_dir, sources), Path(out_dir))
+    and checks them there, then calls `Staging.publish`. Local sources are walked under `rules`
+    (bert.source_tree). A UserError raised inside names the sources as written, not their
+    staging copies."""
+    staging = Staging(staging_dir(out_dir, sources), Path(out_dir), rules)
     try:
         yield staging
     except UserError as error:

@@ -36,6 +36,7 @@ from typing import TypeVar
 from tqdm import tqdm
 
 from bert.errors import UserError
+from bert.source_tree import Rules, SourceNotFound, open_regular, walk_source
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -51,10 +52,6 @@ RETRIES, BACKOFF_SECONDS, TIMEOUT_SECONDS = 5, 1.0, 60.0  # a failed attempt is 
 # bytes in a window of this many seconds cuts the attempt (1 KiB/s averaged over a minute).
 MIN_BYTES_PER_WINDOW = 64 * 1024
 RATE_WINDOW_SECONDS = 60.0
-
-
-class SourceNotFound(UserError):
-    """The source does not exist: HTTP 404/410, or a local path that is not there."""
 
 
 class Transient(Exception):
@@ -94,22 +91,26 @@ def local_path(source: str) -> Path | None:
     return Path(source)
 
 
-def expand(source: str, checksum: str | None) -> Iterable[tuple[str, str]]:
-    """(source, file name) pairs: one for a file or URL, one per file for a local directory."""
-    if not is_url(source):
-        path = local_path(source)
-        if path.is_dir():
-            if checksum:
-                raise UserError(
-                    f"{source}: a checksum applies to one file, not a folder; list the files instead"
-                )
-            files = sorted(p for p in path.iterdir() if p.is_file() and not p.name.startswith("."))
-            if not files:
-                raise UserError(f"{source}: the folder has no files")
-            return [(str(p), p.name) for p in files]
-        if not path.exists():
-            raise SourceNotFound(f"{source}: no such file or folder; check the path")
-    return [(source, file_name(source))]
+def expand(source: str, checksum: str | None, rules: Rules) -> Iterable[tuple[str, str]]:
+    """(source, file name) pairs: one for a file or URL, one per file for a local folder (its
+    top-level files, hidden ones aside). A local source is walked first (bert.source_tree)."""
+    if is_url(source):
+        return [(source, file_name(source))]
+    tree = walk_source(source, local_path(source), rules)
+    if not tree.is_folder:
+        return [(source, file_name(source))]
+    if checksum:
+        raise UserError(f"{source}: a checksum applies to one file, not a folder; list the files instead")
+    files, left_out = tree.top_level()
+    if left_out:
+        log.warning(
+            "%s: not copied, as a folder source stands for its top-level files, hidden ones aside: %s",
+            source,
+            ", ".join(left_out),
+        )
+    if not files:
+        raise UserError(f"{source}: the folder has no files")
+    return [(str(path), path.name) for path in files]
 
 
 # --- versions ---------------------------------------------------------------------------------------
@@ -159,12 +160,10 @@ def hash_file(path: Path, algorithm: str, limit: int | None = None) -> "hashlib.
 
 
 def copy_local(path: Path, part: Path, algorithm: str | None) -> str | None:
-    if not path.is_file():
-        raise SourceNotFound(f"{path}: no such file; check the path")
     hasher = hashlib.new(algorithm) if algorithm else None
     # Local copies are fast and cannot be cut by a network, so they always start from byte 0.
     with (
-        open(path, "rb") as source,
+        open_regular(path, str(path)) as source,  # never a FIFO's wait nor a device's endless bytes
         open(part, "wb") as out,
         _Progress(path.name, path.stat().st_size, 0) as bar,
     ):

@@ -95,7 +95,12 @@ def examples_from_json(dataset: dict, source: str = "<json>") -> list[SquadExamp
                 for key in ("answers", "plausible_answers"):
                     if not isinstance(qa.get(key, []), list):
                         raise UserError(f"{source}: question {qid}: {key!r} is {qa[key]!r}, not a list")
-                is_impossible = bool(qa.get("is_impossible", False))
+                is_impossible = qa.get("is_impossible", False)
+                if not isinstance(is_impossible, bool):  # "false" would read as true
+                    raise UserError(
+                        f"{source}: question {qid}: 'is_impossible' is {inputs.shown(is_impossible)}, not true or "
+                        "false; write the JSON literal true or false, without quotes"
+                    )
                 if is_impossible and labelled_v1:
                     raise UserError(
                         f"{source}: question {qid} is unanswerable (is_impossible), a SQuAD v2.0 question, "
@@ -104,6 +109,12 @@ def examples_from_json(dataset: dict, source: str = "<json>") -> list[SquadExamp
                 answers = [_answer(a, context, source, qid, check=True) for a in qa["answers"]]
                 if not answers and not is_impossible:
                     raise UserError(f"{source}: question {qid}: no answers and not marked is_impossible")
+                if answers and is_impossible:  # which label would training learn, and evaluation score?
+                    raise UserError(
+                        f"{source}: question {qid} is marked is_impossible but has {len(answers)} answer(s); an "
+                        "unanswerable question has an empty 'answers' list (its candidates go in "
+                        "'plausible_answers'): empty its answers, or set is_impossible to false"
+                    )
                 plausible = [
                     _answer(a, context, source, qid, check=False) for a in qa.get("plausible_answers", [])
                 ]

@@ -317,18 +317,20 @@ def test_local_path_and_file_url(tmp_path):
     with pytest.raises(UserError, match="checksum mismatch"):
         download(source, tmp_path / "c" / "book.parquet", "md5:" + "0" * 32)
     assert leftovers(tmp_path / "c") == []
-    with pytest.raises(SourceNotFound, match="no such file"):
+    with pytest.raises(SourceNotFound, match="does not exist"):
         download(tmp_path / "nope.bin", tmp_path / "d" / "nope.bin")
 
 
-def test_download_many_directory_sources_and_clashes(server, tmp_path):
+def test_download_many_directory_sources_and_clashes(server, tmp_path, caplog):
     books = tmp_path / "books"
-    books.mkdir()
-    for name in ("b.txt", "a.txt", ".hidden"):
+    (books / "drafts").mkdir(parents=True)
+    for name in ("b.txt", "a.txt", ".hidden", "drafts/c.txt"):
         (books / name).write_text(name)
     server.files["/x/c.parquet"] = PAYLOAD
     paths = download_many([str(books), f"{server.url}/x/c.parquet"], tmp_path / "out", **FAST)
     assert [p.name for p in paths] == ["a.txt", "b.txt", "c.parquet"]
+    assert f"{books}: not copied, as a folder source stands for its top-level files, hidden ones aside: " \
+           ".hidden, drafts/ (1 file)" in caplog.text  # fmt: skip
     records = [".a.txt.source.json", ".b.txt.source.json", ".c.parquet.source.json"]
     assert leftovers(tmp_path / "out") == [*records, "a.txt", "b.txt", "c.parquet"]
     assert (tmp_path / "out" / "a.txt").read_text() == "a.txt"
