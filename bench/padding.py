@@ -23,7 +23,8 @@ import torch
 import torch.nn.functional as F
 
 from bert.binning import BIN_WINDOW
-from bert.modeling import BertConfig, BertForPreTraining
+from bert.model_config import BertConfig
+from bert.modeling import BertForPreTraining
 from bert.pretraining.loader import PretrainingData
 
 VARIANTS = ("full_length", "trimmed", "trimmed_unpadded", "binned", "binned_unpadded")

@@ -29,7 +29,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run from anywher
 
 from bert.benchmark import MODELS, Runner, make_batch, masked_per_sequence, time_pretraining  # noqa: E402
 from bert.flops import datasheet_peak, matmul_peak  # noqa: E402
-from bert.modeling import BertConfig  # noqa: E402
+from bert.model_config import BertConfig  # noqa: E402
 from bert.precision import AUTOCAST_DTYPES, allow_tf32  # noqa: E402
 
 

@@ -34,7 +34,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run from anywher
 from bert.atomic import atomic_file, write_json  # noqa: E402
 from bert.benchmark import time_pretraining  # noqa: E402
 from bert.flops import datasheet_peak, matmul_peak, mfu, question_answering_flops  # noqa: E402
-from bert.modeling import BertConfig, BertForQuestionAnswering  # noqa: E402
+from bert.model_config import BertConfig
+from bert.modeling import BertForQuestionAnswering  # noqa: E402
 from bert.precision import allow_tf32  # noqa: E402
 from bert.squad.benchmark import random_inputs, time_inference, time_training  # noqa: E402
 

@@ -29,7 +29,8 @@ from pathlib import Path
 
 import torch
 
-from bert.modeling import BertConfig, BertForQuestionAnswering
+from bert.model_config import BertConfig
+from bert.modeling import BertForQuestionAnswering
 from bert.precision import AUTOCAST_DTYPES
 from bert.squad.benchmark import benchmark_dev_inference, benchmark_inference, dev_windows
 from bert.tokenization import load_tokenizer, load_tokenizer_from_dir

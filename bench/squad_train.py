@@ -28,7 +28,8 @@ import torch
 
 from bench.padding import padding_waste, to_full_length
 from bert.finetune import FineTuningBatches
-from bert.modeling import BertConfig, BertForQuestionAnswering
+from bert.model_config import BertConfig
+from bert.modeling import BertForQuestionAnswering
 from bert.precision import AUTOCAST_DTYPES
 from bert.squad.benchmark import TrainingStep, dev_windows, time_training
 from bert.squad.features import SquadFeatures

@@ -19,7 +19,8 @@ from collections.abc import Callable
 import torch
 
 from bert.flops import MatmulPeak, best_peak, mfu, pretraining_flops
-from bert.modeling import BertConfig, BertForPreTraining
+from bert.model_config import BertConfig
+from bert.modeling import BertForPreTraining
 from bert.optim import build_optimizer
 from bert.precision import AUTOCAST_DTYPES, grad_scaler
 

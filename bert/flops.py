@@ -37,7 +37,7 @@ from dataclasses import dataclass
 
 import torch
 
-from bert.modeling import BertConfig
+from bert.model_config import BertConfig
 from bert.precision import AUTOCAST_DTYPES
 
 Lengths = int | Sequence[int] | torch.Tensor

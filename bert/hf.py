@@ -19,8 +19,8 @@ from safetensors.torch import load_file, save_file
 from bert.atomic import atomic_folder
 from bert.errors import UserError, first_line
 from bert.inputs import check_content, read_json, shown
+from bert.model_config import BertConfig
 from bert.modeling import (
-    BertConfig,
     BertForMultipleChoice,
     BertForPreTraining,
     BertForQuestionAnswering,

@@ -24,7 +24,8 @@ from bert.atomic import write_json
 from bert.benchmark import masked_per_sequence, time_pretraining
 from bert.errors import UserError, run_main
 from bert.flops import best_peak, datasheet_peak, matmul_peak, mfu, question_answering_flops
-from bert.modeling import BertConfig, BertForQuestionAnswering
+from bert.model_config import BertConfig
+from bert.modeling import BertForQuestionAnswering
 from bert.squad.benchmark import benchmark_dev_inference, benchmark_inference, dev_windows, time_training
 from bert.tokenization import load_tokenizer_from_dir
 from stages import layout

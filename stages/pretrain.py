@@ -25,7 +25,8 @@ from bert.checkpoints import UNREADABLE, file_sha256, load_checkpoint, newest_ch
 from bert.distributed import Distributed, launch
 from bert.errors import UserError, run_main
 from bert.hf import WEIGHT_FILES
-from bert.modeling import BertConfig, BertForPreTraining
+from bert.model_config import BertConfig
+from bert.modeling import BertForPreTraining
 from bert.optim import fit_optimizer_state, learning_rate_schedule, recipe_optimizer
 from bert.pretraining.loader import DynamicMasking, PretrainingData
 from bert.pretraining.loss import pretraining_objective

@@ -55,7 +55,8 @@ def _tiny_model_and_squad_file(tmp_path: Path) -> tuple[Path, Path]:
     """A random 1-layer model over the words of SENTENCE, and a SQuAD-like file of 3 paragraphs."""
     import torch
 
-    from bert.modeling import BertConfig, BertForQuestionAnswering
+    from bert.model_config import BertConfig
+    from bert.modeling import BertForQuestionAnswering
 
     (tmp_path / "documents").mkdir()
     writer = DocumentWriter(tmp_path / "documents")

@@ -9,13 +9,8 @@ import torch
 from torch import nn
 
 from bert.binning import BIN_WINDOW
-from bert.modeling import (
-    BertConfig,
-    BertForPreTraining,
-    BertForQuestionAnswering,
-    PackedSequences,
-    packed_attention,
-)
+from bert.model_config import BertConfig
+from bert.modeling import BertForPreTraining, BertForQuestionAnswering, PackedSequences, packed_attention
 from bert.optim import build_optimizer, parameter_groups
 from bert.pretraining.loader import PAD_TO_MULTIPLE, DynamicMasking, PretrainingData
 from bert.pretraining.loss import pretraining_loss

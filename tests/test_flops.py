@@ -21,12 +21,8 @@ from bert.flops import (
     question_answering_flops,
     token_counts,
 )
-from bert.modeling import (
-    BertConfig,
-    BertForPreTraining,
-    BertForQuestionAnswering,
-    BertForSequenceClassification,
-)
+from bert.model_config import BertConfig
+from bert.modeling import BertForPreTraining, BertForQuestionAnswering, BertForSequenceClassification
 
 torch.set_num_threads(2)
 

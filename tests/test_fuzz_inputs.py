@@ -30,7 +30,7 @@ from hypothesis import strategies as st  # noqa: E402
 from bert.errors import UserError  # noqa: E402
 from bert.hf import read_weight_index  # noqa: E402
 from bert.inputs import check_content, read_yaml, read_zip_members  # noqa: E402
-from bert.modeling import BertConfig  # noqa: E402
+from bert.model_config import BertConfig  # noqa: E402
 from bert.source_tree import Rules, open_regular, printable, walk_source  # noqa: E402
 from bert.squad.dataset import dataset_version, examples_from_json, read_json  # noqa: E402
 from bert.tasks.data import read_split, task_named  # noqa: E402

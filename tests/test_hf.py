@@ -11,7 +11,8 @@ import torch
 
 from bert.errors import UserError
 from bert.hf import to_hf_state_dict
-from bert.modeling import BertConfig, BertForPreTraining, BertForQuestionAnswering, BertModel
+from bert.model_config import BertConfig
+from bert.modeling import BertForPreTraining, BertForQuestionAnswering, BertModel
 from bert.tokenization import load_tokenizer
 
 transformers = pytest.importorskip("transformers")

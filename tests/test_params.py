@@ -77,7 +77,7 @@ def test_threads_per_rank_is_auto_or_a_count(project):
 
 
 def test_model_size_may_be_a_config_file_or_its_folder(project):
-    from bert.modeling import BertConfig
+    from bert.model_config import BertConfig
 
     config = {"vocab_size": 99, "hidden_size": 16, "num_hidden_layers": 1, "num_attention_heads": 2}
     (project / "hf").mkdir()

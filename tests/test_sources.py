@@ -76,7 +76,8 @@ def repro(project: Path, target: str) -> list[str]:
 def save_weights(folder: Path, seed: int) -> None:
     import torch
 
-    from bert.modeling import BertConfig, BertForQuestionAnswering
+    from bert.model_config import BertConfig
+    from bert.modeling import BertForQuestionAnswering
     from tests.support.shard_fixtures import VOCAB, write_vocab
 
     folder.mkdir(exist_ok=True)

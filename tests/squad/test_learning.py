@@ -15,7 +15,8 @@ import numpy as np
 import torch
 
 from bert.finetune import FineTuningBatches, question_answering_objective, steps_for_epochs
-from bert.modeling import BertConfig, BertForQuestionAnswering
+from bert.model_config import BertConfig
+from bert.modeling import BertForQuestionAnswering
 from bert.optim import build_optimizer, warmup_poly_schedule
 from bert.squad.answers import postprocess
 from bert.squad.dataset import Answer, SquadExample

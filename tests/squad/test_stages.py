@@ -11,7 +11,8 @@ from pathlib import Path
 import pytest
 import torch
 
-from bert.modeling import BertConfig, BertForQuestionAnswering
+from bert.model_config import BertConfig
+from bert.modeling import BertForQuestionAnswering
 from tests.support.stage_workspace import set_params, write_params
 
 REPO = Path(__file__).resolve().parents[2]

@@ -10,7 +10,8 @@ import pytest
 import torch
 
 from bert.errors import UserError
-from bert.modeling import BertConfig, BertForMultipleChoice, BertForSequenceClassification, BertModel
+from bert.model_config import BertConfig
+from bert.modeling import BertForMultipleChoice, BertForSequenceClassification, BertModel
 from bert.optim import warmup_poly_schedule
 from bert.tasks.metrics import accuracy, pearson
 from bert.tokenization import load_tokenizer
