@@ -28,7 +28,7 @@ from pathlib import Path
 import torch
 
 from bert.atomic import atomic_file
-from bert.distributed import broadcast_from_main, gather_to_all, rank_and_world_size
+from bert.collectives import broadcast_from_main, gather_to_all, rank_and_world_size
 from bert.errors import UserError
 
 log = logging.getLogger(__name__)

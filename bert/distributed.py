@@ -35,6 +35,8 @@ from typing import Protocol
 import torch
 import torch.distributed as dist
 
+from bert.checkpoints import checkpoint_step, newest_checkpoint
+from bert.collectives import PREEMPTION_SIGNALS
 from bert.errors import UserError, first_line
 from bert.torchrun import REPORT_ENV, record_rank_error
 
@@ -54,9 +56,6 @@ class Distributed:
 
 
 NCCL_ERROR_HANDLING = "TORCH_NCCL_ASYNC_ERROR_HANDLING"
-# What a pre-empting scheduler sends (SLURM's --signal, Kubernetes, a user's kill): torchrun passes
-# them on to the ranks, which checkpoint at the next step boundary (bert.training).
-PREEMPTION_SIGNALS = ("SIGTERM", "SIGUSR1")
 
 
 class LaunchSettings(Protocol):
@@ -268,44 +267,6 @@ def _store_of_this_attempt(rank: int, world_size: int, timeout: datetime.timedel
         timeout=timeout,
     )
     return {"store": dist.PrefixStore(f"attempt-{attempt}", store), "rank": rank, "world_size": world_size}
-
-
-def rank_and_world_size() -> tuple[int, int]:
-    """This process's rank and the number of processes: (0, 1) outside a process group."""
-    if dist.is_available() and dist.is_initialized():
-        return dist.get_rank(), dist.get_world_size()
-    return 0, 1
-
-
-def all_reduce_sum(values: torch.Tensor) -> torch.Tensor:
-    """`values` summed over the ranks, in place (unchanged when running alone)."""
-    if dist.is_available() and dist.is_initialized():
-        dist.all_reduce(values)
-    return values
-
-
-def broadcast_from_main(value):
-    """Rank 0's `value` on every rank (a choice one rank makes for all); `value` when running alone."""
-    if dist.is_available() and dist.is_initialized():
-        holder = [value]
-        dist.broadcast_object_list(holder, src=0)
-        return holder[0]
-    return value
-
-
-def gather_to_all(value) -> list:
-    """Every rank's `value`, in rank order, on every rank; [value] when running alone."""
-    if dist.is_available() and dist.is_initialized():
-        values = [None] * dist.get_world_size()
-        dist.all_gather_object(values, value)
-        return values
-    return [value]
-
-
-def barrier() -> None:
-    """Wait until every rank gets here (nothing to wait for when running alone)."""
-    if dist.is_available() and dist.is_initialized():
-        dist.barrier()
 
 
 def torchrun_command(
@@ -560,16 +521,12 @@ def threads_per_rank(nproc_per_node: int) -> int:
 
 def _newest_checkpoint(checkpoint_dir) -> tuple | None:
     """(path, modification time) of the newest checkpoint of checkpoint_dir; None when there is none."""
-    from bert.checkpoints import newest_checkpoint  # it imports this module
-
     newest = newest_checkpoint(checkpoint_dir)
     return (newest, newest.stat().st_mtime_ns) if newest else None
 
 
 def _checkpoint_note(checkpoint_dir, before: tuple | None) -> str:
     """What the stopped ranks left to resume from, as the disk has it now."""
-    from bert.checkpoints import checkpoint_step
-
     newest = _newest_checkpoint(checkpoint_dir)
     if newest is None:
         return f"no checkpoint in {checkpoint_dir}: running the stage again starts afresh"

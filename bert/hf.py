@@ -20,17 +20,12 @@ from bert.atomic import atomic_folder
 from bert.errors import UserError, first_line
 from bert.inputs import check_content, read_json, shown
 from bert.model_config import BertConfig
-from bert.modeling import (
-    BertForMultipleChoice,
-    BertForPreTraining,
-    BertForQuestionAnswering,
-    BertForSequenceClassification,
-    BertModel,
-)
 
 log = logging.getLogger(__name__)
 
 WEIGHT_FILES = ("model.safetensors", "pytorch_model.bin")
+# The models whose head is `classifier` on the pooled [CLS] (a fine-tuned one is no start for the other).
+CLASSIFIER_HEADS = ("BertForSequenceClassification", "BertForMultipleChoice")
 INDEX_FILES = ("model.safetensors.index.json", "pytorch_model.bin.index.json")
 
 # Tensors in HF checkpoints that carry nothing of their own: a buffer of 0..511, and the MLM
@@ -72,19 +67,16 @@ def _pooler_names(ours: str, theirs: str) -> list[tuple[str, tuple[str, ...]]]:
     return [(f"{ours}pooler.{kind}", (f"{theirs}pooler.dense.{kind}",)) for kind in ("weight", "bias")]
 
 
-def parameter_names(
-    model: BertModel
-    | BertForPreTraining
-    | BertForQuestionAnswering
-    | BertForSequenceClassification
-    | BertForMultipleChoice,
-) -> list[tuple[str, tuple[str, ...]]]:
-    """For every tensor of `model`: (our state_dict key, the HF keys it is made of, in order).
-    HF's task models keep the encoder under `bert.`, as ours do; its bare BertModel has none."""
-    if isinstance(model, BertModel):
+def parameter_names(model: torch.nn.Module) -> list[tuple[str, tuple[str, ...]]]:
+    """For every tensor of `model` (one of bert.modeling's models, told apart by class name, as
+    config.json's `architectures` tells transformers' apart): (our state_dict key, the HF keys it
+    is made of, in order). HF's task models keep the encoder under `bert.`, as ours do; its bare
+    BertModel has none. This module never imports bert.modeling, which imports it."""
+    kind = type(model).__name__
+    if kind == "BertModel":
         return _encoder_names(model.config, "", "") + _pooler_names("", "")
     names = _encoder_names(model.config, "bert.", "bert.")
-    if isinstance(model, BertForPreTraining):
+    if kind == "BertForPreTraining":
         next_sentence = model.nsp_classifier is not None  # MLM only: no pooler, no NSP head
         names += _pooler_names("bert.", "bert.") if next_sentence else []
         for kind in ("weight", "bias"):
@@ -94,9 +86,9 @@ def parameter_names(
             ]
             names += [(f"nsp_classifier.{kind}", (f"cls.seq_relationship.{kind}",))] if next_sentence else []
         names.append(("mlm_bias", ("cls.predictions.bias",)))
-    elif isinstance(model, BertForQuestionAnswering):
+    elif kind == "BertForQuestionAnswering":
         names += [(f"qa_outputs.{kind}", (f"qa_outputs.{kind}",)) for kind in ("weight", "bias")]
-    elif isinstance(model, (BertForSequenceClassification, BertForMultipleChoice)):
+    elif kind in CLASSIFIER_HEADS:
         names += _pooler_names("bert.", "bert.")
         names += [(f"classifier.{kind}", (f"classifier.{kind}",)) for kind in ("weight", "bias")]
     else:
@@ -204,11 +196,11 @@ def _tensor_shapes(path: Path) -> dict[str, tuple[int, ...]]:
         raise _unreadable(path, error) from None
 
 
-def check_pretrained(directory: str | Path) -> BertConfig:
-    """That a HF BERT directory will load: config.json valid (BertConfig), and every encoder
-    tensor present with the shape config.json gives it (pooler and heads, which a model may start
-    fresh, only checked when there). Reads tensor names and shapes, not the weights; for
-    download_weights, before it publishes the folder."""
+def check_pretrained(directory: str | Path, encoder: type[torch.nn.Module]) -> BertConfig:
+    """That a HF BERT directory will load: config.json valid (BertConfig), and every tensor of
+    `encoder` (bert.modeling.BertModel) present with the shape config.json gives it (the pooler,
+    which a model may start fresh, only checked when there). Reads tensor names and shapes, not
+    the weights; for download_weights, before it publishes the folder."""
     directory = Path(directory)
     config = BertConfig.from_json_file(directory / "config.json")
     shapes: dict[str, tuple[int, ...]] = {}
@@ -216,7 +208,7 @@ def check_pretrained(directory: str | Path) -> BertConfig:
         shapes.update(_tensor_shapes(path))
     shapes = _normalise_hf_keys(shapes, with_prefix=False)
     with torch.device("meta"):  # shapes only: no memory for BERT-large's weights
-        expected = BertModel(config).state_dict()
+        expected = encoder(config).state_dict()
     for mine, theirs in _encoder_names(config, "", "") + _pooler_names("", ""):
         missing = [name for name in theirs if name not in shapes]
         if missing and mine.startswith("pooler."):
@@ -293,7 +285,7 @@ def _check_head_kind(directory: Path, cls, hf_state: dict[str, torch.Tensor]) ->
     head (one score per choice) would load as a one-output regression, and a sequence classifier
     as a multiple-choice head of the wrong size. config.json's architectures tells them apart."""
     architectures = read_json(directory / "config.json").get("architectures")
-    heads = {BertForSequenceClassification.__name__, BertForMultipleChoice.__name__}
+    heads = CLASSIFIER_HEADS
     made_as = [name for name in architectures if name in heads] if isinstance(architectures, list) else []
     if "classifier.weight" in hf_state and made_as and cls.__name__ in heads and cls.__name__ not in made_as:
         raise UserError(
@@ -306,7 +298,7 @@ def _head_config(model, label_names: tuple[str, ...] | None) -> dict:
     """config.json entries that tell transformers a classifier's size and loss: id2label (the
     number of labels) and label2id, by the task's label names (as run_glue.py writes them) or
     LABEL_i as transformers names them, and problem_type."""
-    if not isinstance(model, BertForSequenceClassification):
+    if type(model).__name__ != "BertForSequenceClassification":
         return {}
     if label_names is not None and len(label_names) != model.num_labels:
         raise ValueError(f"{len(label_names)} label names for a classifier of {model.num_labels} labels")
@@ -324,9 +316,9 @@ def load_pretrained(cls, directory: str | Path, **kwargs):
     if not directory.is_dir():
         raise UserError(f"{directory}: model directory not found")
     config = BertConfig.from_json_file(directory / "config.json")
-    hf_state = _normalise_hf_keys(read_hf_weights(directory), with_prefix=not issubclass(cls, BertModel))
+    hf_state = _normalise_hf_keys(read_hf_weights(directory), with_prefix=cls.__name__ != "BertModel")
     _check_head_kind(directory, cls, hf_state)
-    if issubclass(cls, BertForSequenceClassification):
+    if cls.__name__ == "BertForSequenceClassification":
         kwargs["num_labels"] = _num_labels(directory, hf_state, kwargs.get("num_labels"))
     model = cls(config, **kwargs)
 
@@ -366,7 +358,7 @@ def save_pretrained(
     """`model.save_pretrained(directory)`: see BertPreTrainedModel.save_pretrained. The folder is
     written beside its final place and renamed into it, so it is either complete or absent."""
     # An MLM-only pretraining model is, for transformers, its BertForMaskedLM.
-    mlm_only = isinstance(model, BertForPreTraining) and model.nsp_classifier is None
+    mlm_only = type(model).__name__ == "BertForPreTraining" and model.nsp_classifier is None
     config = {
         "architectures": ["BertForMaskedLM" if mlm_only else type(model).__name__],
         "model_type": "bert",

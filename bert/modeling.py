@@ -28,6 +28,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from bert import hf
 from bert.errors import UserError
 from bert.model_config import ACTIVATIONS, BertConfig
 
@@ -232,8 +233,6 @@ class BertPreTrainedModel(nn.Module):
         `kwargs` go to the constructor (e.g. `apex_layer_norm=True`), except that
         BertForSequenceClassification's `num_labels` may be left out (or None) for a folder that
         holds a classifier: its size is then the folder's (see hf.load_pretrained)."""
-        from bert import hf  # hf.py imports this module
-
         return hf.load_pretrained(cls, directory, **kwargs)
 
     def save_pretrained(
@@ -246,8 +245,6 @@ class BertPreTrainedModel(nn.Module):
         """Write a Hugging Face BERT directory that `transformers` loads with identical outputs:
         config.json, model.safetensors and, given `vocab_file`, vocab.txt + tokenizer_config.json.
         `label_names`: a classifier's classes in order, for config.json's id2label (else LABEL_i)."""
-        from bert import hf
-
         hf.save_pretrained(self, directory, vocab_file, lower_case, label_names)
 
 

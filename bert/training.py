@@ -44,7 +44,7 @@ from bert.checkpoints import (
     save_checkpoint,
     source_fingerprint,
 )
-from bert.distributed import PREEMPTION_SIGNALS, all_reduce_sum, barrier, rank_and_world_size
+from bert.collectives import PREEMPTION_SIGNALS, all_reduce_sum, barrier, rank_and_world_size
 from bert.errors import UserError
 from bert.optim import fit_optimizer_state
 from bert.precision import AUTOCAST_DTYPES, allow_tf32, grad_scaler

@@ -17,6 +17,7 @@ from bert.download.staging import Staging, publish, staged
 from bert.download.transport import SourceNotFound
 from bert.errors import UserError, run_main
 from bert.hf import check_pretrained
+from bert.modeling import BertModel
 from bert.source_tree import Rules
 from bert.tokenization import load_tokenizer_from_dir
 from stages import layout
@@ -71,7 +72,7 @@ def main() -> None:
 def check_folder(folder: Path) -> None:
     """config.json valid, every encoder tensor there with the shape it gives, a BERT vocab.txt that
     fits the embeddings (messages name the URL: the staging context translates the paths)."""
-    config = check_pretrained(folder)
+    config = check_pretrained(folder, BertModel)
     tokenizer, _ = load_tokenizer_from_dir(folder)
     if tokenizer.get_vocab_size() > config.vocab_size:
         raise UserError(

@@ -28,7 +28,7 @@ from bert.corpus.documents import DocumentWriter
 from bert.errors import UserError, run_main
 from bert.hf import check_pretrained, read_weight_index
 from bert.model_config import BertConfig
-from bert.modeling import BertForQuestionAnswering
+from bert.modeling import BertForQuestionAnswering, BertModel
 from tests.corpus.test_multistream import offsets, rewrite_index, small_wiki
 from tests.corpus.test_wikipedia import PAGES, write_dump
 from tests.support.shard_fixtures import VOCAB, tiny_hf_folder, write_vocab
@@ -740,7 +740,7 @@ READER_CASES = [
                ("config.json", 'num_attention_heads is "2"')),
     ReaderCase("config-hidden-not-divisible", lambda tmp: BertConfig.from_json_file(weights_in(tmp, config_edit(num_attention_heads=3)) / "config.json"),
                ("config.json", "hidden_size 16 is not a multiple of num_attention_heads 3")),
-    ReaderCase("weights-html-in-place", lambda tmp: check_pretrained(weights_in(tmp, html_file("pytorch_model.bin"))),
+    ReaderCase("weights-html-in-place", lambda tmp: check_pretrained(weights_in(tmp, html_file("pytorch_model.bin")), BertModel),
                ("pytorch_model.bin", "an HTML page")),
     ReaderCase("weights-index-truncated", lambda tmp: BertForQuestionAnswering.from_pretrained(sharded(tmp, lambda text: text[: len(text) // 2])),
                ("model.safetensors.index.json", "not valid JSON", "cut short")),

@@ -335,3 +335,49 @@ def test_readme_layout_matches_the_library():
     }
     assert not entries - top_level, f"README's layout names what bert/ lacks: {sorted(entries - top_level)}"
     assert not top_level - entries, f"README's layout leaves out: {sorted(top_level - entries)}"
+
+
+def test_each_module_imports_only_its_layer_and_those_below_and_nothing_imports_itself():
+    """The map's rows are the library's layers, bottom up: every import of bert/ (also inside a
+    function) goes to the module's own row or a lower one, and no chain of imports comes back to
+    where it started (a circle hidden behind a function-level import is still a circle)."""
+    from scripts.stage_deps import imported_modules
+
+    layer_of = {
+        "bert." + module.removesuffix(".py").replace("/", "."): row
+        for row, (_, modules) in enumerate(map_rows())
+        for module in modules
+    }
+    imports = {
+        name: {other for other in imported_modules(REPO / "bert" / path) if other in layer_of}
+        for path, name in ((p, "bert." + p.removesuffix(".py").replace("/", ".")) for p in library_modules())
+    }
+    rows = [row for row, _ in map_rows()]
+    upward = [
+        f"{name} ({rows[layer_of[name]]}) imports {other} ({rows[layer_of[other]]})"
+        for name, others in sorted(imports.items())
+        for other in sorted(others)
+        if layer_of[other] > layer_of[name]
+    ]
+    assert not upward, "imports that go up the map's layers:\n" + "\n".join(upward)
+
+    def circle_from(start: str) -> list[str] | None:
+        path, seen = [start], set()
+
+        def walk(name: str) -> list[str] | None:
+            for other in sorted(imports[name]):
+                if other == start:
+                    return [*path, start]
+                if other not in seen:
+                    seen.add(other)
+                    path.append(other)
+                    found = walk(other)
+                    if found:
+                        return found
+                    path.pop()
+            return None
+
+        return walk(start)
+
+    circles = [" -> ".join(found) for name in sorted(imports) if (found := circle_from(name))]
+    assert not circles, "modules that import themselves through others:\n" + "\n".join(circles)

@@ -37,7 +37,7 @@ import torch
 from torch.utils.data import DataLoader, Dataset
 
 from bert.binning import bin_by_length, window_batches
-from bert.distributed import PREEMPTION_SIGNALS
+from bert.collectives import PREEMPTION_SIGNALS
 from bert.errors import UserError
 from bert.global_batch import accumulation_steps, micro_slice
 from bert.pretraining.hdf5 import NAMES, describe_shards

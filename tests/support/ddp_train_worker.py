@@ -7,7 +7,8 @@ from pathlib import Path
 
 import torch
 
-from bert.distributed import rank_and_world_size, setup_distributed
+from bert.collectives import rank_and_world_size
+from bert.distributed import setup_distributed
 from bert.optim import build_optimizer, warmup_poly_schedule
 from bert.pretraining.loader import PretrainingData
 from bert.pretraining.loss import pretraining_objective
