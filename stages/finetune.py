@@ -72,12 +72,14 @@ def check_model(model: nn.Module, start: StartingPoint, max_seq_length: int, len
 @dataclass(frozen=True)
 class TrainingData:
     """A run's training arrays (bert.finetune.FineTuningBatches' input), its objective, the file
-    they come from and what else describes them (its checkpoints belong to these only)."""
+    they come from, what else describes them (its checkpoints belong to these only), and what one
+    row is called (SQuAD's are windows of a question's context)."""
 
     arrays: dict[str, np.ndarray]
     objective: Objective
     train_file: Path
     described: dict
+    rows: str
 
 
 def train_and_save(
@@ -90,14 +92,14 @@ def train_and_save(
     if examples < recipe.global_batch_size:
         override = "squad.recipe" if run == "squad" else f"tasks.{run}.recipe"
         raise UserError(
-            f"{data.train_file}: {examples} training examples, fewer than global_batch_size "
+            f"{data.train_file}: {examples} training {data.rows}, fewer than global_batch_size "
             f"{recipe.global_batch_size} (finetune.recipe, {override}): not one optimizer step; give more "
             "examples or lower the global batch size"
         )
     if distributed.is_main:
         log.info(
-            "%s: init=%s (%s, %.1fM parameters), %d training examples%s; encoder on %s",
-            run, shared.init, start.folder, model.num_parameters() / 1e6, examples,
+            "%s: init=%s (%s, %.1fM parameters), %d training %s%s; encoder on %s",
+            run, shared.init, start.folder, model.num_parameters() / 1e6, examples, data.rows,
             ", binned by length" if shared.length_binning else "",
             "packed real tokens (unpad)" if shared.unpad else "padded batches",
         )  # fmt: skip

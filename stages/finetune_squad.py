@@ -61,6 +61,7 @@ def run(params: Params, distributed: Distributed) -> None:
         question_answering_objective,
         layout.SQUAD_TRAIN,
         {"squad": [squad.max_seq_length, squad.doc_stride, squad.max_query_length]},
+        "windows",
     )
     train_and_save("squad", params, distributed, model, start, data)
 

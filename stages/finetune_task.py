@@ -62,6 +62,7 @@ def run(task: Task, params: Params, distributed: Distributed) -> None:
         task_objective,
         train_file,
         {"task": task.name, "max_seq_length": max_seq_length},
+        "examples",
     )
     label_names = task.labels if task.kind == "classification" else None
     train_and_save(task.name, params, distributed, model, start, data, label_names)
