@@ -129,6 +129,36 @@ def _normalise_hf_keys(hf_state: dict[str, torch.Tensor], with_prefix: bool) -> 
     return normalised
 
 
+# The namespaces whose tensors a pretraining model carries from its start when its objective does
+# not train them (the pooler and the NSP head of an MLM-only run); a task head (classifier,
+# qa_outputs) is no part of a pretrained encoder and is left behind.
+CARRIED_NAMESPACES = ("bert.", "cls.")
+
+
+def untrained_tensors(directory: str | Path, model) -> dict[str, torch.Tensor]:
+    """The tensors of the Hugging Face folder `directory` that `model` (loaded from it) does not
+    hold, under the names `save_pretrained` writes: what its objective does not train, to be
+    carried unchanged to the folder the model is saved in (`save_pretrained(carried=...)`). An
+    MLM-only model continued from released weights holds no pooler and no NSP head; without this,
+    fine-tuning would start from a fresh pooler, worse than the released one."""
+    prefixed = type(model).__name__ != "BertModel"
+    source = _normalise_hf_keys(read_hf_weights(Path(directory)), with_prefix=prefixed)
+    held = {name for _, theirs in parameter_names(model) for name in theirs}
+    carried = {
+        name: tensor
+        for name, tensor in sorted(source.items())
+        if name not in held
+        and name.removeprefix("bert.") not in REDUNDANT_HF_KEYS
+        and name.startswith(CARRIED_NAMESPACES if prefixed else ("pooler.",))
+    }
+    if carried:
+        log.info(
+            "%s: not trained by %s's objective, carried unchanged: %s",
+            directory, type(model).__name__, ", ".join(carried),
+        )  # fmt: skip
+    return carried
+
+
 def _read_weight_file(path: Path) -> dict[str, torch.Tensor]:
     try:
         if path.suffix == ".safetensors":
@@ -354,9 +384,16 @@ def save_pretrained(
     vocab_file: str | Path | None = None,
     lower_case: bool = True,
     label_names: tuple[str, ...] | None = None,
+    carried: dict[str, torch.Tensor] | None = None,
 ) -> None:
     """`model.save_pretrained(directory)`: see BertPreTrainedModel.save_pretrained. The folder is
-    written beside its final place and renamed into it, so it is either complete or absent."""
+    written beside its final place and renamed into it, so it is either complete or absent.
+    `carried`: tensors the model does not hold, written unchanged beside its own (untrained_tensors)."""
+    state = to_hf_state_dict(model)
+    clash = sorted(set(state) & set(carried or {}))
+    if clash:
+        raise ValueError(f"carried tensors the model holds itself: {', '.join(clash)}")
+    state.update({name: tensor.contiguous() for name, tensor in (carried or {}).items()})
     # An MLM-only pretraining model is, for transformers, its BertForMaskedLM.
     mlm_only = type(model).__name__ == "BertForPreTraining" and model.nsp_classifier is None
     config = {
@@ -367,7 +404,7 @@ def save_pretrained(
     }
     with atomic_folder(directory) as staging:
         (staging / "config.json").write_text(json.dumps(config, indent=2) + "\n")
-        save_file(to_hf_state_dict(model), staging / "model.safetensors", metadata={"format": "pt"})
+        save_file(state, staging / "model.safetensors", metadata={"format": "pt"})
         if vocab_file is not None:
             shutil.copyfile(vocab_file, staging / "vocab.txt")
             tokenizer_config = {

@@ -241,11 +241,13 @@ class BertPreTrainedModel(nn.Module):
         vocab_file: str | Path | None = None,
         lower_case: bool = True,
         label_names: tuple[str, ...] | None = None,
+        carried: dict[str, torch.Tensor] | None = None,
     ):
         """Write a Hugging Face BERT directory that `transformers` loads with identical outputs:
         config.json, model.safetensors and, given `vocab_file`, vocab.txt + tokenizer_config.json.
-        `label_names`: a classifier's classes in order, for config.json's id2label (else LABEL_i)."""
-        hf.save_pretrained(self, directory, vocab_file, lower_case, label_names)
+        `label_names`: a classifier's classes in order, for config.json's id2label (else LABEL_i).
+        `carried`: tensors of the start this model does not hold, kept unchanged (hf.untrained_tensors)."""
+        hf.save_pretrained(self, directory, vocab_file, lower_case, label_names, carried)
 
 
 class BertModel(BertPreTrainedModel):

@@ -13,6 +13,7 @@ from pathlib import Path
 import torch
 
 from bert.errors import UserError, run_main
+from bert.hf import untrained_tensors
 from bert.modeling import BertForPreTraining
 from stages import layout
 from stages.params import load_params
@@ -31,7 +32,9 @@ def main() -> None:
             f"{vocab_file}: missing; re-run pretrain_phase2 (it saves the vocabulary with the model)"
         )
     model = BertForPreTraining.from_pretrained(SOURCE, next_sentence=params.examples.next_sentence)
-    model.save_pretrained(TARGET, vocab_file=vocab_file, lower_case=params.vocab.lower_case)
+    # Tensors phase 2 does not train (an MLM-only run's pooler, from released weights) go on unchanged.
+    carried = untrained_tensors(SOURCE, model)
+    model.save_pretrained(TARGET, vocab_file=vocab_file, lower_case=params.vocab.lower_case, carried=carried)
     check_reloads(model, TARGET)
     log.info("wrote %s (%.1fM parameters)", TARGET, model.num_parameters() / 1e6)
 

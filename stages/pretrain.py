@@ -24,7 +24,7 @@ import torch
 from bert.checkpoints import UNREADABLE, file_sha256, load_checkpoint, newest_checkpoint
 from bert.distributed import Distributed, launch
 from bert.errors import UserError, run_main
-from bert.hf import WEIGHT_FILES
+from bert.hf import WEIGHT_FILES, untrained_tensors
 from bert.model_config import BertConfig
 from bert.modeling import BertForPreTraining
 from bert.optim import fit_optimizer_state, learning_rate_schedule, recipe_optimizer
@@ -134,7 +134,12 @@ def pretrain(params: Params, phase: str, distributed: Distributed) -> None:
         max_steps=spec.max_steps, recipe=recipe, settings=params.run_settings(phase), record=record,
     )  # fmt: skip
     if distributed.is_main:
-        model.save_pretrained(layout.model(phase), vocab_file=vocab_file, lower_case=params.vocab.lower_case)
+        # What the objective does not train (an MLM-only run's pooler) goes on unchanged from the start.
+        start = _start_folder(params, phase)
+        carried = untrained_tensors(start, model) if start else None
+        model.save_pretrained(
+            layout.model(phase), vocab_file=vocab_file, lower_case=params.vocab.lower_case, carried=carried
+        )
         log.info("wrote %s", layout.model(phase))
 
 
@@ -220,6 +225,13 @@ def _described(params: Params, phase: str, recipe: Recipe, shards: list[Path]) -
     if recipe.decay_power != 0.5:  # the schedule's shape; 0.5 was fixed before it was a param
         described["decay_power"] = recipe.decay_power
     return described
+
+
+def _start_folder(params: Params, phase: str) -> Path | None:
+    """The Hugging Face folder the phase starts from; None for fresh weights."""
+    if phase == "phase2":
+        return layout.model("phase1")
+    return None if params.pretrain.init == "random" else layout.weights(params.pretrain.init)
 
 
 def _start_weights(params: Params, phase: str) -> str | None:

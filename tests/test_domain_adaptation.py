@@ -130,3 +130,34 @@ def test_mlm_only_masks_up_to_half_and_loads_without_nsp(packed):
     assert "next_sentence_labels" not in batch
     assert set(pretraining_objective.items(batch)) == {"mlm_loss"}
     assert ExampleConfig(masked_lm_prob=0.5, next_sentence=False).masked_lm_prob == 0.5
+
+
+def test_mlm_only_continuation_carries_the_released_pooler_to_the_export(minilm_dir, tmp_path, caplog):
+    """MiniLM's pooler is trained, but an MLM-only run holds none: each save (phase 1, phase 2,
+    export_hf) carries it on unchanged, so fine-tuning starts from the released pooler, not a fresh one."""
+    from bert.hf import untrained_tensors
+    from bert.modeling import BertForSequenceClassification
+
+    released = safe_open(minilm_dir / "model.safetensors", "pt")
+    start = minilm_dir
+    for save in ("phase1", "phase2", "export"):
+        model = BertForPreTraining.from_pretrained(start, next_sentence=False)
+        with torch.no_grad():  # training moves every tensor the objective reaches
+            for parameter in model.parameters():
+                parameter.add_(0.01)
+        with caplog.at_level("INFO", logger="bert.hf"):
+            carried = untrained_tensors(start, model)
+        assert sorted(carried) == ["bert.pooler.dense.bias", "bert.pooler.dense.weight"]
+        assert "carried unchanged: bert.pooler.dense.bias, bert.pooler.dense.weight" in caplog.text
+        model.save_pretrained(tmp_path / save, vocab_file=minilm_dir / "vocab.txt", carried=carried)
+        start = tmp_path / save
+    classifier = BertForSequenceClassification.from_pretrained(start, num_labels=2)
+    assert torch.equal(classifier.bert.pooler.weight, released.get_tensor("pooler.dense.weight"))
+    assert torch.equal(classifier.bert.pooler.bias, released.get_tensor("pooler.dense.bias"))
+    # the encoder is the trained one, not the released one
+    assert not torch.equal(
+        classifier.bert.embeddings.word_embeddings.weight,
+        released.get_tensor("embeddings.word_embeddings.weight"),
+    )
+    with pytest.raises(ValueError, match="carried tensors the model holds itself"):
+        classifier.save_pretrained(tmp_path / "clash", carried={"bert.pooler.dense.bias": torch.zeros(1)})
