@@ -1,8 +1,10 @@
 """Stage download_task@<task>: fetch params.tasks.<task>.sources into data/tasks/<task>/.
 
 Sources are the task's files, its folder, or the .zip GLUE publishes per task (unpacked here).
-The stage keeps the task's train and dev files under their published names (train.tsv, dev.tsv,
-dev_matched.tsv, ...; SWAG's train.csv and val.csv), and reads each through the task's reader
+The stage finds each split's file by the name tasks.<task>.splits gives it (the published names
+by default: train.tsv, dev.tsv, dev_matched.tsv, ...; SWAG's train.csv and val.csv; a re-split or
+a private set names its own), keeps it under the published name, so the later stages read the same
+paths whatever the source called them, and reads each through the task's reader
 first, so a file of another task, a missing column or a bad label fails here, naming the file and
 line, not hours later. Downloads resume as the corpora's do (bert.download).
 """
@@ -15,7 +17,7 @@ from bert.download.staging import Staging, staged
 from bert.errors import run_main
 from bert.inputs import read_zip_members
 from bert.source_tree import Rules
-from bert.tasks.data import find_split_files, read_split, task_named
+from bert.tasks.data import find_split_files, read_split, task_named, with_source_files
 from stages import layout
 from stages.params import load_params
 
@@ -26,9 +28,10 @@ TASKS_DIR = layout.DATA / "tasks"
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("task", help="a task of `tasks.run` in params.yaml, e.g. mrpc")
-    task = task_named(parser.parse_args().task)
+    published = task_named(parser.parse_args().task)
     params = load_params()
-    settings = getattr(params.tasks, task.name)
+    settings = getattr(params.tasks, published.name)
+    task = with_source_files(published, vars(settings.splits), f"tasks.{published.name}.splits")
     out_dir = TASKS_DIR / task.name
     rules = Rules(params.follow_links, layout.OUTPUT_ROOTS, bundled=(layout.SAMPLE,))
     with staged(out_dir, {"sources": settings.sources, "checksums": settings.checksums}, rules) as staging:
@@ -40,7 +43,7 @@ def main() -> None:
         for split, path in found.items():
             examples = read_split(task, path, source=staging.origin(path))
             log.info("%s %s: %d examples (%s)", task.title, split, len(examples), staging.origin(path))
-        staging.publish({task.splits[split]: path for split, path in found.items()})
+        staging.publish({published.splits[split]: path for split, path in found.items()})
 
 
 def unpack(archive: Path, staging: Staging, names) -> None:

@@ -184,13 +184,36 @@ class Finetune(RunSettings):
 
 
 @dataclass
+class Splits:
+    """The file of each split among a task's sources, by name (SWAG's dev split is val.csv)."""
+
+    train: str
+    dev: str
+
+
+@dataclass
+class MnliSplits:
+    train: str
+    dev_matched: str
+    dev_mismatched: str
+
+
+@dataclass
 class TaskParams:
     """One SWAG or GLUE task: where its files come from, its length, and its recipe's overrides."""
 
     sources: list[str]  # the task's files, its folder, or a .zip of it (URLs or paths)
     checksums: list[str | None]  # empty: none checked; else one per source
+    # Each split's file name among the sources; download_task@<task> finds them by these names and
+    # keeps each under its published one (bert.tasks.data.with_source_files).
+    splits: Splits
     max_seq_length: Annotated[int, Range(low=8)]
     recipe: RecipeOverride
+
+
+@dataclass
+class MnliParams(TaskParams):
+    splits: MnliSplits  # two dev splits: matched and mismatched genres
 
 
 TaskName = Literal["swag", "cola", "sst2", "mrpc", "stsb", "qqp", "mnli", "qnli", "rte"]
@@ -205,7 +228,7 @@ class Tasks:
     mrpc: TaskParams
     stsb: TaskParams
     qqp: TaskParams
-    mnli: TaskParams
+    mnli: MnliParams
     qnli: TaskParams
     rte: TaskParams
 

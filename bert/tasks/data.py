@@ -15,7 +15,7 @@ line naming the file, never a model trained on the wrong column.
 
 import logging
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import numpy as np
@@ -207,6 +207,24 @@ def _shown(header: list[str]) -> str:
     return shown + (", ..." if len(header) > 8 else "")
 
 
+def with_source_files(task: Task, files: dict[str, str], param: str) -> Task:
+    """`task` with its splits found under other file names (`param`: where they come from, for
+    the message): a re-split or a private set names its files as it likes. Every split of the task
+    is named, by a file name without a folder."""
+    if set(files) != set(task.splits):
+        raise UserError(
+            f"params.yaml: {param} names the splits {', '.join(files) or 'none'}; {task.title} has "
+            f"{', '.join(task.splits)}: give each a file name (as published: "
+            f"{', '.join(f'{split}: {name}' for split, name in task.splits.items())})"
+        )
+    for split, name in files.items():
+        if not name or Path(name).name != name:
+            raise UserError(f"params.yaml: {param}.{split} is {name!r}; give a file name, without a folder")
+    if len(set(files.values())) != len(files):
+        raise UserError(f"params.yaml: {param} names one file for two splits; each split is its own file")
+    return replace(task, splits={split: files[split] for split in task.splits})
+
+
 def find_split_files(task: Task, folder: Path) -> dict[str, Path]:
     """The task's files in a folder of downloads (a GLUE zip unpacks into <Task>/), by split."""
     found = {}
@@ -215,7 +233,8 @@ def find_split_files(task: Task, folder: Path) -> dict[str, Path]:
         if not matches:
             raise UserError(
                 f"{folder}: no {name} among the downloaded files for {task.title}; point "
-                f"tasks.{task.name}.sources at the task's folder, its .zip, or its files ({', '.join(task.splits.values())})"
+                f"tasks.{task.name}.sources at the task's folder, its .zip, or its files ({', '.join(task.splits.values())}), "
+                f"or name its files in tasks.{task.name}.splits"
             )
         if len(matches) > 1:
             raise UserError(f"{folder}: several {name} for {task.title}: {', '.join(map(str, matches))}")

@@ -1,13 +1,14 @@
 """SWAG and GLUE files read as published (quirks included), task inputs built as run_classifier.py
 and run_swag.py build them, and bad files refused with one line naming the file and line."""
 
+import re
 from pathlib import Path
 
 import numpy as np
 import pytest
 
 from bert.errors import UserError
-from bert.tasks.data import TASKS, find_split_files, read_split
+from bert.tasks.data import TASKS, find_split_files, read_split, with_source_files
 from bert.tasks.features import make_features, truncate_pair
 from bert.tokenization import load_tokenizer
 from tests.support.shard_fixtures import write_vocab
@@ -119,6 +120,27 @@ def test_split_files_are_found_in_a_download_folder(tmp_path):
     assert {split: path.name for split, path in found.items()} == TASKS["mnli"].splits
     with pytest.raises(UserError, match="no dev.tsv among the downloaded files for RTE"):
         find_split_files(TASKS["rte"], tmp_path)
+
+
+def test_split_files_may_have_other_names(tmp_path):
+    """A re-split names its files as it likes (tasks.<task>.splits): found by those names."""
+    for name in ("train-80.tsv", "held-out.tsv"):
+        (tmp_path / name).write_text("")
+    renamed = with_source_files(
+        TASKS["rte"], {"dev": "held-out.tsv", "train": "train-80.tsv"}, "tasks.rte.splits"
+    )
+    assert renamed.splits == {"train": "train-80.tsv", "dev": "held-out.tsv"}  # the task's order
+    assert {split: path.name for split, path in find_split_files(renamed, tmp_path).items()} == renamed.splits
+    for files, message in [
+        ({"train": "train.tsv"}, "tasks.rte.splits names the splits train; RTE has train, dev: give each"),
+        (
+            {"train": "a/train.tsv", "dev": "dev.tsv"},
+            "tasks.rte.splits.train is 'a/train.tsv'; give a file name",
+        ),
+        ({"train": "x.tsv", "dev": "x.tsv"}, "tasks.rte.splits names one file for two splits"),
+    ]:
+        with pytest.raises(UserError, match=re.escape(message)):
+            with_source_files(TASKS["rte"], files, "tasks.rte.splits")
 
 
 def test_truncation_cuts_the_longer_text_from_its_end():
