@@ -340,13 +340,22 @@ def _head_config(model, label_names: tuple[str, ...] | None) -> dict:
     }
 
 
-def load_pretrained(cls, directory: str | Path, **kwargs):
-    """`cls.from_pretrained(directory)`: see BertPreTrainedModel.from_pretrained."""
+# The tensors of a fine-tuned task head, left behind by `fresh_head` (the pooler is the encoder's).
+TASK_HEAD_PREFIXES = ("classifier.", "qa_outputs.")
+
+
+def load_pretrained(cls, directory: str | Path, *, fresh_head: bool = False, **kwargs):
+    """`cls.from_pretrained(directory)`: see BertPreTrainedModel.from_pretrained. `fresh_head`:
+    leave the folder's task head behind (another task's classes), so the model's starts fresh."""
     directory = Path(directory)
     if not directory.is_dir():
         raise UserError(f"{directory}: model directory not found")
     config = BertConfig.from_json_file(directory / "config.json")
     hf_state = _normalise_hf_keys(read_hf_weights(directory), with_prefix=cls.__name__ != "BertModel")
+    if fresh_head:
+        hf_state = {
+            name: tensor for name, tensor in hf_state.items() if not name.startswith(TASK_HEAD_PREFIXES)
+        }
     _check_head_kind(directory, cls, hf_state)
     if cls.__name__ == "BertForSequenceClassification":
         kwargs["num_labels"] = _num_labels(directory, hf_state, kwargs.get("num_labels"))

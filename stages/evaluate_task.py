@@ -3,16 +3,20 @@
     python -m stages.evaluate_task mrpc
 
 data/task_predictions/<task>/ + data/tasks/<task>/ -> metrics/tasks/<task>.json: the measures in
-percent (bert.tasks.evaluation), `examples` per dev split, and `task`.
+percent (bert.tasks.evaluation), `examples` per dev split, and `task`. A task fine-tuned with
+several seeds (seeds.json beside its predictions): each measure's median over them, its `spread`
+(max − min) and each seed's figures (`seeds`).
 """
 
 import argparse
 import logging
+from pathlib import Path
 
 from bert.atomic import write_json
 from bert.errors import run_main
-from bert.tasks.data import read_split, task_named
-from bert.tasks.evaluation import split_metrics, task_metrics
+from bert.inputs import read_json
+from bert.tasks.data import Task, read_split, task_named
+from bert.tasks.evaluation import over_seeds, split_metrics, task_metrics
 from bert.tasks.predictions_file import read_predictions
 from stages import layout
 
@@ -21,13 +25,30 @@ log = logging.getLogger("evaluate_task")
 
 def evaluate(task_name: str) -> dict:
     task = task_named(task_name)
+    folder = layout.task_predictions(task.name)
+    seeds_file = folder / layout.SEEDS_FILE
+    if not seeds_file.is_file():  # one run, with the recipe's seed
+        figures, examples = evaluate_predictions(task, folder)
+        return {"task": task.title, **figures, "examples": examples}
+    # Several seeds: the first seed's predictions are the task's own, each other's in its folder.
+    seeds = read_json(seeds_file)["seeds"]
+    per_seed = {}
+    for index, seed in enumerate(seeds):
+        per_seed[seed], examples = evaluate_predictions(
+            task, folder / ("" if index == 0 else layout.seed_folder(seed))
+        )
+    return {"task": task.title, **over_seeds(per_seed), "examples": examples}
+
+
+def evaluate_predictions(task: Task, folder: Path) -> tuple[dict[str, float], dict[str, int]]:
+    """The task's measures of the predictions in one folder, and the examples of each dev split."""
     scores, examples = {}, {}
     for split in task.dev_splits:
         gold = read_split(task, layout.task_data(task.name) / task.splits[split])
-        predictions = read_predictions(layout.task_predictions(task.name) / f"{split}.tsv", task, gold.rows)
+        predictions = read_predictions(folder / f"{split}.tsv", task, gold.rows)
         scores[split] = split_metrics(task, predictions, gold.labels)
         examples[split] = len(gold)
-    return {"task": task.title, **task_metrics(task, scores), "examples": examples}
+    return task_metrics(task, scores), examples
 
 
 def main() -> None:
@@ -38,6 +59,8 @@ def main() -> None:
     path = layout.task_metrics(task)
     write_json(path, metrics)
     shown = ", ".join(f"{k} {v:.2f}" for k, v in metrics.items() if isinstance(v, float))
+    if "seeds" in metrics:
+        shown += f" (medians over seeds {', '.join(metrics['seeds'])})"
     log.info("%s: %s -> %s", metrics["task"], shown, path)
 
 

@@ -8,6 +8,7 @@ checkpoints, curves and figures of the run, the model in Hugging Face format).
 The SQuAD and task modules stay apart so that an edit of one reruns only its stages.
 """
 
+import dataclasses
 import logging
 from dataclasses import dataclass
 from pathlib import Path
@@ -38,20 +39,58 @@ def launch_finetuning(run: str, entry: list[str], argv: list[str], usage: str, p
 
 @dataclass(frozen=True)
 class StartingPoint:
-    """finetune.init's Hugging Face folder, as its stage left it, and its tokenizer."""
+    """The Hugging Face folder a run starts from (finetune.init's, or another task's model), as
+    its stage left it, its tokenizer, and what the run's record calls it."""
 
     folder: Path
     tokenizer: object
     lower_case: bool
+    init: str
 
 
-def starting_point(params: Params, run: str) -> StartingPoint:
-    """The folder fine-tuning starts from; seeds torch with the recipe's seed first, so every rank
-    draws the same fresh head."""
-    folder = layout.init_directory(params.finetune.init)
+def starting_point(
+    params: Params, run: str, seed: int | None = None, from_task: str | None = None
+) -> StartingPoint:
+    """The folder fine-tuning starts from: finetune.init's, or (`from_task`) that task's fine-tuned
+    model. Seeds torch with the run's seed first (the recipe's, unless `seed` replaces it), so
+    every rank draws the same fresh head."""
+    if from_task is None:
+        folder, init = layout.init_directory(params.finetune.init), params.finetune.init
+    else:
+        folder, init = layout.model(from_task), f"tasks.{from_task}"
+        if not (folder / "config.json").is_file():
+            raise UserError(
+                f"{folder}: no model for tasks.{run}.init={from_task}; run `dvc repro finetune_task@{from_task}` first"
+            )
     tokenizer, lower_case = load_tokenizer_from_dir(folder, params.vocab.lower_case)
-    torch.manual_seed(params.recipe(run).seed)
-    return StartingPoint(folder, tokenizer, lower_case)
+    torch.manual_seed(params.recipe(run).seed if seed is None else seed)
+    return StartingPoint(folder, tokenizer, lower_case, init)
+
+
+@dataclass(frozen=True)
+class Place:
+    """Where one run of a stage writes: its checkpoints, curves, figures and model. A task's
+    seeds (tasks.<task>.seeds) each have their own; the first seed's figures and model are the
+    task's (the start of the tasks that name it as init), the others' beside them."""
+
+    checkpoints: Path
+    live: Path
+    metrics: Path
+    model: Path
+
+    @classmethod
+    def of(cls, run: str, seed: int | None = None, first: bool = True) -> "Place":
+        if seed is None:
+            return cls(
+                layout.checkpoints(run), layout.live(run), layout.training_metrics(run), layout.model(run)
+            )
+        mark = layout.seed_folder(seed)
+        return cls(
+            layout.checkpoints(run) / mark,
+            layout.live(run) / mark,
+            layout.training_metrics(run) if first else layout.live(run) / f"{mark}.json",
+            layout.model(run) if first else layout.model(run) / mark,
+        )
 
 
 def check_model(model: nn.Module, start: StartingPoint, max_seq_length: int, length_param: str) -> None:
@@ -84,10 +123,15 @@ class TrainingData:
 
 def train_and_save(
     run: str, params: Params, distributed: Distributed, model: nn.Module, start: StartingPoint,
-    data: TrainingData, label_names: tuple[str, ...] | None = None,
+    data: TrainingData, label_names: tuple[str, ...] | None = None, seed: int | None = None,
+    place: Place | None = None,
 ) -> None:  # fmt: skip
-    """Fine-tune `model` (on its device) by params.yaml's recipe for `run`, then write it."""
+    """Fine-tune `model` (on its device) by params.yaml's recipe for `run` (its seed replaced by
+    `seed` when given), then write it (to `place`, by default the run's)."""
     recipe, shared = params.recipe(run), params.finetune
+    if seed is not None:
+        recipe = dataclasses.replace(recipe, seed=seed)
+    place = place or Place.of(run)
     examples = len(data.arrays["input_ids"])
     if examples < recipe.global_batch_size:
         override = "squad.recipe" if run == "squad" else f"tasks.{run}.recipe"
@@ -99,18 +143,18 @@ def train_and_save(
     if distributed.is_main:
         log.info(
             "%s: init=%s (%s, %.1fM parameters), %d training %s%s; encoder on %s",
-            run, shared.init, start.folder, model.num_parameters() / 1e6, examples, data.rows,
+            run if seed is None else f"{run} seed {seed}", start.init, start.folder, model.num_parameters() / 1e6, examples, data.rows,
             ", binned by length" if shared.length_binning else "",
             "packed real tokens (unpad)" if shared.unpad else "padded batches",
         )  # fmt: skip
     start_files = sorted(path for path in start.folder.iterdir() if path.is_file())
     record = RunRecord(
-        checkpoint_dir=layout.checkpoints(run),
-        live_dir=layout.live(run),
-        metrics_file=layout.training_metrics(run),
+        checkpoint_dir=place.checkpoints,
+        live_dir=place.live,
+        metrics_file=place.metrics,
         description={
             **data.described,
-            "init": shared.init,
+            "init": start.init,
             "files": described_files([data.train_file, *start_files]),
         },
         execution={"unpad": shared.unpad},
@@ -120,5 +164,5 @@ def train_and_save(
         rank=distributed.rank, world_size=distributed.world_size,
     )  # fmt: skip
     if distributed.is_main:
-        model.save_pretrained(layout.model(run), start.folder / "vocab.txt", start.lower_case, label_names)
-        log.info("wrote %s", layout.model(run))
+        model.save_pretrained(place.model, start.folder / "vocab.txt", start.lower_case, label_names)
+        log.info("wrote %s", place.model)

@@ -2,27 +2,40 @@
 
     python -m stages.finetune_task mrpc [--join NODE_RANK]
 
-From finetune.init's Hugging Face directory (data/weights/<init>/, as for SQuAD), with the task's
+From finetune.init's Hugging Face directory (data/weights/<init>/, as for SQuAD), or from the model
+of the task tasks.<task>.init names (data/models/tasks/<init>/: its head kept when the labels are the
+same, else re-initialised), with the task's
 max_seq_length, finetune.recipe with tasks.<task>.recipe's changes, and finetune's run settings
 (stages/finetune.py): data/tasks/<task>/ -> data/models/tasks/<task>/ (Hugging Face format:
 BertForMultipleChoice for SWAG, BertForSequenceClassification for GLUE), checkpoints in
 data/checkpoints/tasks/<task>/ (resumed), dvclive/finetune_task/<task>/,
-metrics/finetune_task/<task>.json. With distributed.nproc_per_node x nnodes > 1 the stage starts
-itself again under torchrun, as finetune_squad does.
+metrics/finetune_task/<task>.json. With tasks.<task>.seeds, one run per seed: the first seed's
+model and figures in those places, each other's in seed-<seed>/ below the model, checkpoints and
+curves (figures: dvclive/finetune_task/<task>/seed-<seed>.json), and seeds.json beside the model.
+With distributed.nproc_per_node x nnodes > 1 the stage starts itself again under torchrun, as
+finetune_squad does.
 """
 
 import logging
 import sys
 
+from bert.atomic import write_json
 from bert.distributed import Distributed
 from bert.errors import UserError, run_main
 from bert.finetune import task_objective
 from bert.tasks.data import Task, read_split, task_named
 from bert.tasks.features import make_features
-from bert.tasks.model import load_task_model
+from bert.tasks.model import load_task_model, load_task_model_from_task
 from stages import layout
-from stages.finetune import TrainingData, check_model, launch_finetuning, starting_point, train_and_save
-from stages.params import Params, load_params
+from stages.finetune import (
+    Place,
+    TrainingData,
+    check_model,
+    launch_finetuning,
+    starting_point,
+    train_and_save,
+)
+from stages.params import TASK_INIT_DEFAULT, Params, load_params
 
 log = logging.getLogger("finetune_task")
 USAGE = "python -m stages.finetune_task TASK [--join NODE_RANK]"
@@ -40,9 +53,30 @@ def main() -> None:
 
 
 def run(task: Task, params: Params, distributed: Distributed) -> None:
-    max_seq_length = getattr(params.tasks, task.name).max_seq_length
-    start = starting_point(params, task.name)
-    model = load_task_model(task, start.folder, unpad=params.finetune.unpad)
+    settings = getattr(params.tasks, task.name)
+    if not settings.seeds:  # one run with the recipe's seed, where it always wrote
+        run_seed(task, params, distributed)
+        return
+    for index, seed in enumerate(settings.seeds):
+        run_seed(task, params, distributed, seed, Place.of(task.name, seed, first=index == 0))
+    if distributed.is_main:
+        write_json(layout.model(task.name) / layout.SEEDS_FILE, {"seeds": settings.seeds})
+
+
+def run_seed(
+    task: Task, params: Params, distributed: Distributed, seed: int | None = None, place: Place | None = None
+) -> None:
+    """One fine-tuning run of the task: with the recipe's seed, or with `seed` into `place`."""
+    settings = getattr(params.tasks, task.name)
+    max_seq_length = settings.max_seq_length
+    from_task = None if settings.init == TASK_INIT_DEFAULT else settings.init
+    start = starting_point(params, task.name, seed, from_task)
+    if from_task is None:
+        model = load_task_model(task, start.folder, unpad=params.finetune.unpad)
+    else:
+        model = load_task_model_from_task(
+            task, task_named(from_task), start.folder, unpad=params.finetune.unpad
+        )
     check_model(model, start, max_seq_length, f"tasks.{task.name}.max_seq_length")
     model.to(distributed.device)
 
@@ -65,7 +99,7 @@ def run(task: Task, params: Params, distributed: Distributed) -> None:
         "examples",
     )
     label_names = task.labels if task.kind == "classification" else None
-    train_and_save(task.name, params, distributed, model, start, data, label_names)
+    train_and_save(task.name, params, distributed, model, start, data, label_names, seed, place)
 
 
 if __name__ == "__main__":

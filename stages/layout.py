@@ -123,6 +123,17 @@ def shard_metrics(corpus: str) -> Path:
     return METRICS / f"shard_{corpus}.json"
 
 
+def seed_folder(seed: int) -> str:
+    """The folder of one seed's run of a task with several (tasks.<task>.seeds), below its model,
+    predictions, checkpoints and curves."""
+    return f"seed-{seed}"
+
+
+# Beside a task's model and predictions with several seeds: the seeds, in order (the first one's
+# model and predictions are the task's own, the others' in seed_folder(seed)).
+SEEDS_FILE = "seeds.json"
+
+
 def task_metrics(task: str) -> Path:
     """A task's official measures (evaluate_task@<task>)."""
     return METRICS / "tasks" / f"{task}.json"

@@ -39,6 +39,8 @@ from bert.recipe import FineTuningRecipe, Recipe, RunSettings
 PARAMS_FILE = Path("params.yaml")
 # Names that become folder and stage names (data/raw/<corpus>, download_weights@<name>).
 NAME = re.compile(r"[A-Za-z0-9_-]+")
+# A task's init when it starts where SQuAD does, from finetune.init's folder.
+TASK_INIT_DEFAULT = "finetune.init"
 # finetune.init values the pipeline builds itself: our pretrained model, and fresh weights.
 BUILT_INITS = ("phase2", "random")
 YAML_BOOLEAN_TRAP = "YAML reads an unquoted no/off/yes/on as a boolean"
@@ -209,6 +211,12 @@ class TaskParams:
     splits: Splits
     max_seq_length: Annotated[int, Range(low=8)]
     recipe: RecipeOverride
+    # Where fine-tuning starts: finetune.init's folder, or the model of a task listed before this
+    # one in tasks.run (RTE from MNLI's); the head is kept when the labels are the same.
+    init: str
+    # Empty: one run, with the recipe's seed. Else one run per seed (the recipe's seed replaced):
+    # evaluate_task reports each measure's median over them and its spread (docs/tasks.md).
+    seeds: list[Seed]
 
 
 @dataclass
@@ -507,9 +515,25 @@ def _check(params: Params) -> None:
         len(set(params.tasks.run)) == len(params.tasks.run),
         f"tasks.run names a task twice: {', '.join(params.tasks.run)}",
     )
-    for task in params.tasks.run:
+    for position, task in enumerate(params.tasks.run):
         settings: TaskParams = getattr(params.tasks, task)
         require_sources(f"tasks.{task}", settings.sources, settings.checksums)
+        earlier = params.tasks.run[:position]
+        # Listed before: tasks.run's order is the order `dvc repro` fine-tunes in, and no cycle can form.
+        require(
+            settings.init == TASK_INIT_DEFAULT or settings.init in earlier,
+            f"tasks.{task}.init is {settings.init!r}; allowed: {TASK_INIT_DEFAULT}, or a task listed before "
+            f"{task} in tasks.run ({', '.join(earlier) or 'none'})"
+            + (
+                f": list {settings.init} before {task}"
+                if settings.init in params.tasks.run[position + 1 :]
+                else ""
+            ),
+        )
+        require(
+            len(set(settings.seeds)) == len(settings.seeds),
+            f"tasks.{task}.seeds names a seed twice: {', '.join(map(str, settings.seeds))}",
+        )
     workers = params.compute.num_workers
     require(workers >= 0, f"compute.num_workers is {workers}; it must be an integer >= 0 (0 = all CPU cores)")
     scheduler = params.compute.scheduler

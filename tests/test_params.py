@@ -386,3 +386,26 @@ def test_a_global_batch_that_does_not_split_over_the_processes_is_one_line(proje
     assert str(error.value) == f"params.yaml: {words}; change one of them so that it divides exactly"
     write_params(project, {})
     load_params().check_global_batch(of)
+
+
+@pytest.mark.parametrize(
+    "changes, message",
+    [
+        (
+            {"tasks.rte.init": "mnli", "tasks.run": ["rte", "mnli"]},
+            "tasks.rte.init is 'mnli'; allowed: finetune.init, or a task listed before rte in tasks.run (none): list mnli before rte",
+        ),
+        (
+            {"tasks.rte.init": "qnli", "tasks.run": ["mnli", "rte"]},
+            "tasks.rte.init is 'qnli'; allowed: finetune.init, or a task listed before rte in tasks.run (mnli)",
+        ),
+        (
+            {"tasks.rte.init": "rte", "tasks.run": ["rte"]},
+            "tasks.rte.init is 'rte'; allowed: finetune.init, or a task listed before rte in tasks.run (none)",
+        ),
+        ({"tasks.rte.seeds": [1, 2, 1]}, "tasks.rte.seeds names a seed twice: 1, 2, 1"),
+    ],
+    ids=["listed-after", "not-run", "itself", "seed-twice"],
+)
+def test_a_tasks_init_and_seeds_are_checked_in_one_line(project, changes, message):
+    assert rejection(project, changes) == f"params.yaml: {message}"

@@ -369,3 +369,44 @@ def test_a_tiny_bert_learns_a_regression():
 
 def test_a_tiny_bert_learns_multiple_choice():
     assert learn("multiple choice") >= 0.9
+
+
+def test_a_task_starting_from_another_tasks_model_keeps_its_head_only_for_the_same_labels(tmp_path, caplog):
+    """RTE from MNLI's model (three classes, not RTE's two): the encoder and pooler carried, the head
+    fresh; RTE from QNLI's (entailment / not_entailment, as RTE): the head kept too; SWAG (multiple
+    choice) from MNLI's: the encoder only. The log says which."""
+    from bert.tasks.data import TASKS
+    from bert.tasks.model import head_carries_over, load_task_model_from_task
+
+    assert not head_carries_over(TASKS["rte"], TASKS["mnli"]) and head_carries_over(
+        TASKS["rte"], TASKS["qnli"]
+    )
+    assert not head_carries_over(TASKS["stsb"], TASKS["mnli"]) and not head_carries_over(
+        TASKS["swag"], TASKS["mnli"]
+    )
+    torch.manual_seed(6)
+    for source in ("mnli", "qnli"):
+        model = BertForSequenceClassification(small_config(), num_labels=TASKS[source].num_labels)
+        with torch.no_grad():
+            for parameter in model.parameters():
+                parameter.add_(torch.randn_like(parameter))
+        model.save_pretrained(tmp_path / source, label_names=TASKS[source].labels)
+    with caplog.at_level(logging.INFO, logger="bert.tasks.model"):
+        from_mnli = load_task_model_from_task(TASKS["rte"], TASKS["mnli"], tmp_path / "mnli")
+        from_qnli = load_task_model_from_task(TASKS["rte"], TASKS["qnli"], tmp_path / "qnli")
+        swag = load_task_model_from_task(TASKS["swag"], TASKS["mnli"], tmp_path / "mnli")
+    mnli = BertForSequenceClassification.from_pretrained(tmp_path / "mnli")
+    qnli = BertForSequenceClassification.from_pretrained(tmp_path / "qnli")
+    assert from_mnli.num_labels == 2 and torch.equal(from_mnli.bert.pooler.weight, mnli.bert.pooler.weight)
+    assert torch.equal(from_mnli.bert.layers[1].ffn_out.weight, mnli.bert.layers[1].ffn_out.weight)
+    assert torch.equal(from_qnli.classifier.weight, qnli.classifier.weight)  # kept: the same classes
+    assert isinstance(swag, BertForMultipleChoice) and swag.classifier.weight.shape == (1, 16)
+    assert torch.equal(
+        swag.bert.embeddings.word_embeddings.weight, mnli.bert.embeddings.word_embeddings.weight
+    )
+    logged = [record.getMessage() for record in caplog.records if record.name == "bert.tasks.model"]
+    assert logged[0].startswith("RTE starts from MNLI's model") and logged[0].endswith(
+        "its head re-initialised: MNLI's labels (contradiction, entailment, neutral) are not RTE's "
+        "(entailment, not_entailment)"
+    )
+    assert logged[1].endswith("its head kept: the same labels")

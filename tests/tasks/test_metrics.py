@@ -140,3 +140,21 @@ def test_glue_score_averages_each_tasks_metrics_then_the_tasks():
         glue_score({"swag": {"accuracy": 0.8}})
     with pytest.raises(ValueError, match="at least one task"):
         glue_score({})
+
+
+def test_a_task_over_seeds_reports_medians_and_spread_and_so_does_the_glue_score():
+    from bert.tasks.evaluation import glue_over_seeds, over_seeds
+
+    rte = over_seeds({1: {"accuracy": 60.0}, 2: {"accuracy": 70.0}, 3: {"accuracy": 52.0}})
+    assert rte["accuracy"] == 60.0 and rte["spread"] == {"accuracy": 18.0}
+    assert rte["seeds"] == {"1": {"accuracy": 60.0}, "2": {"accuracy": 70.0}, "3": {"accuracy": 52.0}}
+    mrpc = over_seeds({1: {"f1": 80.0, "accuracy": 70.0}, 2: {"f1": 90.0, "accuracy": 80.0}})
+    assert (mrpc["f1"], mrpc["accuracy"]) == (85.0, 75.0)  # an even count: the mean of the middle two
+    sst2 = {"accuracy": 90.0}  # one run: its figures at every seed position
+    names = {"rte": ["accuracy"], "mrpc": ["f1", "accuracy"], "sst2": ["accuracy"]}
+    glue = glue_over_seeds({"rte": rte, "mrpc": mrpc, "sst2": sst2}, names)
+    # position 0: rte 60, mrpc 75, sst2 90; 1: 70, 85, 90; 2: 52, mrpc's medians 80, 90
+    assert glue["glue_score_by_seed"] == pytest.approx([75.0, 245 / 3, 74.0])
+    assert glue["glue_score_spread"] == pytest.approx(245 / 3 - 74.0)
+    assert glue["task_score_spread"] == {"rte": 18.0, "mrpc": 10.0}
+    assert glue_over_seeds({"sst2": sst2}, {"sst2": ["accuracy"]}) == {}  # no seeds: today's glue.json
