@@ -103,6 +103,40 @@ def test_a_task_of_each_kind_end_to_end(tmp_path, uncased_vocab):
     mnli_score = (mnli["accuracy_matched"] + mnli["accuracy_mismatched"]) / 2
     assert glue["glue_score"] == pytest.approx((stsb_score + mnli_score) / 2)
 
+    # RTE from MNLI's model (its head fresh: other labels), over two seeds: the medians, their
+    # spread, and the GLUE score's spread over the seeds.
+    set_params(root, {"tasks.run": [*tasks, "rte"], "tasks.rte.sources": SOURCES["rte"], "tasks.rte.max_seq_length": 48,
+                      "tasks.rte.recipe": {"epochs": 1, "global_batch_size": 16, "micro_batch_size": 16},
+                      "tasks.rte.init": "mnli", "tasks.rte.seeds": [7, 3]})  # fmt: skip
+    run(root, "stages.download_task", "rte")
+    log = run(root, "stages.finetune_task", "rte").stderr
+    assert "RTE starts from MNLI's model (data/models/tasks/mnli), its head re-initialised" in log
+    assert "rte seed 7: init=tasks.mnli" in log and "rte seed 3: init=tasks.mnli" in log
+    rte_model = root / "data/models/tasks/rte"
+    assert (
+        read(rte_model / "seeds.json") == {"seeds": [7, 3]}
+        and (rte_model / "seed-3/model.safetensors").is_file()
+    )
+    assert (rte_model / "model.safetensors").read_bytes() != (
+        rte_model / "seed-3/model.safetensors"
+    ).read_bytes()
+    assert (root / "dvclive/finetune_task/rte/seed-3.json").is_file() and read(
+        root / "metrics/finetune_task/rte.json"
+    )["steps"] >= 1
+    for stage in ("predict_task", "evaluate_task"):
+        run(root, f"stages.{stage}", "rte")
+    assert (root / "data/task_predictions/rte/seed-3/dev.tsv").is_file()
+    rte = read(root / "metrics/tasks/rte.json")
+    by_seed = [rte["seeds"][seed]["accuracy"] for seed in ("7", "3")]
+    assert rte["accuracy"] == pytest.approx(np.median(by_seed)) and rte["spread"][
+        "accuracy"
+    ] == pytest.approx(np.ptp(by_seed))
+    run(root, "stages.glue_score")
+    glue = read(root / "metrics/glue.json")
+    assert glue["glue_score"] == pytest.approx((stsb_score + mnli_score + rte["accuracy"]) / 3)
+    assert glue["glue_score_spread"] == pytest.approx(np.ptp(glue["glue_score_by_seed"]))
+    assert glue["task_score_spread"] == {"rte": pytest.approx(rte["spread"]["accuracy"])}
+
     # Run again: the final checkpoint is there, nothing is left to train, the same model comes out.
     first = (root / "data/models/tasks/stsb/model.safetensors").read_bytes()
     again = run(root, "stages.finetune_task", "stsb")
