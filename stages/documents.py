@@ -2,7 +2,8 @@
 
 How the raw files become documents follows the corpus's `kind` in params.yaml: `wikipedia` extracts
 the articles of MediaWiki dumps (wikiextractor), `text` takes .txt files (one document each) and
-Parquet files with a `text` column (BookCorpus as published). Counts go to
+Parquet files with a `text` column (BookCorpus as published), `task` the text columns of a
+fine-tuning task's files (corpora.<corpus>.columns; task-adaptive pretraining). Counts go to
 metrics/documents_<corpus>.json.
 """
 
@@ -10,6 +11,7 @@ import argparse
 
 from bert.atomic import write_json
 from bert.corpus.books import format_books
+from bert.corpus.task_text import format_task_text
 from bert.corpus.wikipedia import extract_wikipedia
 from bert.errors import UserError, run_main
 from stages import layout
@@ -23,8 +25,14 @@ def main() -> None:
     params = load_params()
     if corpus not in params.corpora:
         raise UserError(f"params.yaml: no `corpora.{corpus}`; corpora: {', '.join(params.corpora)}")
-    extract = {"wikipedia": extract_wikipedia, "text": format_books}[params.corpora[corpus].kind]
-    stats = extract(layout.raw(corpus), layout.documents(corpus), corpus, params.compute)
+    settings = params.corpora[corpus]
+    if settings.kind == "task":
+        stats = format_task_text(
+            layout.raw(corpus), layout.documents(corpus), corpus, params.compute, settings.columns
+        )
+    else:
+        extract = {"wikipedia": extract_wikipedia, "text": format_books}[settings.kind]
+        stats = extract(layout.raw(corpus), layout.documents(corpus), corpus, params.compute)
     write_json(layout.documents_metrics(corpus), stats.metrics())
 
 

@@ -48,10 +48,14 @@ YAML_BOOLEAN_TRAP = "YAML reads an unquoted no/off/yes/on as a boolean"
 
 @dataclass
 class Corpus:
-    # wikipedia: MediaWiki XML dumps; text: .txt files (one document each) or Parquet with `text`
-    kind: Literal["wikipedia", "text"]
+    # wikipedia: MediaWiki XML dumps; text: .txt files (one document each) or Parquet with `text`;
+    # task: a fine-tuning task's files (GLUE .tsv, SWAG .csv, SQuAD .json), its text columns
+    kind: Literal["wikipedia", "text", "task"]
     sources: list[str]
     checksums: list[str | None]  # empty: none checked; else one per source, null for "not checked"
+    # kind task: the columns whose text makes the documents (a header's names; SQuAD: context,
+    # question); empty for the other kinds, which have no columns to choose
+    columns: list[str]
 
 
 @dataclass
@@ -511,6 +515,15 @@ def _check(params: Params) -> None:
             f"corpora.{corpus}: a corpus name is a folder and stage name: letters, digits, '_' and '-'",
         )
         require_sources(f"corpora.{corpus}", source.sources, source.checksums)
+        require(
+            bool(source.columns) == (source.kind == "task"),
+            f"corpora.{corpus}.columns: "
+            + (
+                "name the columns of the task's text (e.g. [sentence1, sentence2]; SQuAD: [context])"
+                if source.kind == "task"
+                else f"a corpus of kind {source.kind} has no columns; leave it empty ([])"
+            ),
+        )
     require(
         len(set(params.tasks.run)) == len(params.tasks.run),
         f"tasks.run names a task twice: {', '.join(params.tasks.run)}",

@@ -404,8 +404,16 @@ def test_a_global_batch_that_does_not_split_over_the_processes_is_one_line(proje
             "tasks.rte.init is 'rte'; allowed: finetune.init, or a task listed before rte in tasks.run (none)",
         ),
         ({"tasks.rte.seeds": [1, 2, 1]}, "tasks.rte.seeds names a seed twice: 1, 2, 1"),
+        (
+            {"corpora.bookcorpus.kind": "task"},
+            "corpora.bookcorpus.columns: name the columns of the task's text (e.g. [sentence1, sentence2]; SQuAD: [context])",
+        ),
+        (
+            {"corpora.bookcorpus.columns": ["text"]},
+            "corpora.bookcorpus.columns: a corpus of kind text has no columns; leave it empty ([])",
+        ),
     ],
-    ids=["listed-after", "not-run", "itself", "seed-twice"],
+    ids=["listed-after", "not-run", "itself", "seed-twice", "task-corpus-no-columns", "text-corpus-columns"],
 )
-def test_a_tasks_init_and_seeds_are_checked_in_one_line(project, changes, message):
+def test_a_tasks_init_and_seeds_and_a_task_corpus_are_checked_in_one_line(project, changes, message):
     assert rejection(project, changes) == f"params.yaml: {message}"
