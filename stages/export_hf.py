@@ -13,8 +13,8 @@ from pathlib import Path
 import torch
 
 from bert.errors import UserError, run_main
-from bert.hf import untrained_tensors
-from bert.modeling import BertForPreTraining
+from bert.model.hf import untrained_tensors
+from bert.model.network import BertForPreTraining
 from stages import layout
 from stages.params import load_params
 

@@ -10,12 +10,12 @@ import pytest
 import torch
 from safetensors import safe_open
 
-from bert.modeling import BertForPreTraining
+from bert.model.network import BertForPreTraining
 from bert.pretraining.hdf5 import read_shard
 from bert.pretraining.instances import ExampleConfig, write_instances
 from bert.pretraining.loader import PretrainingData
 from bert.pretraining.loss import pretraining_objective
-from bert.tokenization import load_tokenizer
+from bert.text.tokenization import load_tokenizer
 from tests.test_hf import masked_positions, padded_batch
 
 transformers = pytest.importorskip("transformers")
@@ -32,7 +32,7 @@ DOCUMENTS = [
 
 
 def trainer_loss(model, batch) -> torch.Tensor:
-    """The loss bert.training.train minimises for one micro-batch: the sum of the objective's terms."""
+    """The loss bert.training.loop.train minimises for one micro-batch: the sum of the objective's terms."""
     terms, _ = pretraining_objective.loss(model, batch)
     return sum(terms.values())
 
@@ -135,8 +135,8 @@ def test_mlm_only_masks_up_to_half_and_loads_without_nsp(packed):
 def test_mlm_only_continuation_carries_the_released_pooler_to_the_export(minilm_dir, tmp_path, caplog):
     """MiniLM's pooler is trained, but an MLM-only run holds none: each save (phase 1, phase 2,
     export_hf) carries it on unchanged, so fine-tuning starts from the released pooler, not a fresh one."""
-    from bert.hf import untrained_tensors
-    from bert.modeling import BertForSequenceClassification
+    from bert.model.hf import untrained_tensors
+    from bert.model.network import BertForSequenceClassification
 
     released = safe_open(minilm_dir / "model.safetensors", "pt")
     start = minilm_dir
@@ -145,7 +145,7 @@ def test_mlm_only_continuation_carries_the_released_pooler_to_the_export(minilm_
         with torch.no_grad():  # training moves every tensor the objective reaches
             for parameter in model.parameters():
                 parameter.add_(0.01)
-        with caplog.at_level("INFO", logger="bert.hf"):
+        with caplog.at_level("INFO", logger="bert.model.hf"):
             carried = untrained_tensors(start, model)
         assert sorted(carried) == ["bert.pooler.dense.bias", "bert.pooler.dense.weight"]
         assert "carried unchanged: bert.pooler.dense.bias, bert.pooler.dense.weight" in caplog.text

@@ -6,7 +6,7 @@ import logging
 from pathlib import Path
 
 from bert.inputs import read_json
-from bert.modeling import BertForMultipleChoice, BertForSequenceClassification
+from bert.model.network import BertForMultipleChoice, BertForSequenceClassification
 from bert.tasks.data import Task
 
 log = logging.getLogger(__name__)
