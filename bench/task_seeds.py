@@ -10,7 +10,7 @@ export_hf init_random` for phase2 and random) and data/tasks/<task> for every ta
 Each (init, seed) runs finetune_task, predict_task and evaluate_task of every task, then
 glue_score, with every task's seed set to the seed (params.yaml is restored afterwards, and the
 project's own task models, predictions, metrics and curves are moved aside and back; task
-checkpoints are removed, so that every run starts from its init). This is what `dvc exp run --queue -S 'tasks.<task>.seed=...'` for every task and
+checkpoints are removed, so that every run starts from its init). This is what `dvc exp run --queue -S '++tasks.<task>.recipe.seed=...'` for every task and
 `python -m scripts.stability` give, without DVC's experiment bookkeeping.
 """
 
@@ -45,7 +45,7 @@ def one_run(params: dict, init: str, seed: int, tasks: list[str]) -> dict:
     params["finetune"]["init"] = init
     params["tasks"]["run"] = tasks
     for task in tasks:
-        params["tasks"][task]["seed"] = seed
+        params["tasks"][task]["recipe"]["seed"] = seed  # tasks.<task>.seed is no key: the recipe's
     Path("params.yaml").write_text(yaml.safe_dump(params, sort_keys=False), encoding="utf-8")
     shutil.rmtree("data/checkpoints/tasks", ignore_errors=True)  # each run from its own start
     figures = {}
