@@ -19,6 +19,7 @@ def run_loop(
     optimizer, rate and batch fields are the optimizer's and the data's business here: only its
     clipping and seed reach the loop."""
     recipe = Recipe(optimizer="adamw", learning_rate=1.0, warmup_proportion=0.0, decay_power=1.0,
+                    schedule="poly", decay_share=0.2, decay_shape="1-sqrt",
                     weight_decay=0.0, grad_clip=grad_clip, global_batch_size=1, micro_batch_size=1,
                     seed=seed)  # fmt: skip
     record = RunRecord(
