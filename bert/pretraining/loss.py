@@ -41,7 +41,7 @@ def items_per_term(batch: dict) -> dict[str, torch.Tensor | int]:
 
 def step_flops(model: nn.Module, batch: dict) -> float:
     """Model FLOPs of a training step on the batch's real tokens and its masked ones (bert.flops)."""
-    masked = (batch["masked_lm_positions"] != 0).sum(1)
+    masked = (batch["masked_lm_positions"].numpy() != 0).sum(1)
     return pretraining_flops(model.config, real_lengths(batch["attention_mask"]), masked)
 
 
