@@ -230,26 +230,32 @@ class DevicePeak:
     description: str  # for the log: which data sheet, or what was measured
 
 
+_MEASURED: dict[tuple, float] = {}
+
+
 def device_peak(config: BertConfig, device: torch.device | str, precision: str) -> DevicePeak:
     """The dense peak of `device` in `precision`: a known GPU's data sheet (DATASHEET_TFLOPS), else
     (a CPU, another GPU, V100 in bf16) a short probe at the start of the run: the best of the
     encoder's three matmul shapes at 2048 tokens (bert.flops.matmul_shapes), in the run's dtype,
-    about 0.1 s for a tiny model on a 2-core CPU and a few seconds at BERT-large's shapes."""
+    about 0.1 s for a tiny model on a 2-core CPU and a few seconds at BERT-large's shapes, once
+    per process and shape."""
     device = torch.device(device)
     sheet = datasheet_peak(device, precision)
     if sheet:
         name = torch.cuda.get_device_name(device)
         return DevicePeak(float(sheet), "datasheet", f"{name}'s data-sheet dense {precision} peak")
-    dtype = AUTOCAST_DTYPES[precision] or torch.float32
-    min_seconds = 0.002 if device.type == "cuda" else 0.005
-    rate = max(
-        matmul_rate(shape, device, dtype, min_seconds, repeats=2) for shape in matmul_shapes(config, 2048)[:3]
-    )
     where = (
         torch.cuda.get_device_name(device)
         if device.type == "cuda"
         else f"cpu, {torch.get_num_threads()} threads"
     )
+    key = (where, device, precision, config.hidden_size, config.intermediate_size)
+    if key not in _MEASURED:  # once per process: a stage that trains twice, or a test suite, probes once
+        dtype = AUTOCAST_DTYPES[precision] or torch.float32
+        min_seconds = 0.002 if device.type == "cuda" else 0.005
+        shapes = matmul_shapes(config, 2048)[:3]
+        _MEASURED[key] = max(matmul_rate(shape, device, dtype, min_seconds, repeats=2) for shape in shapes)
+    rate = _MEASURED[key]
     return DevicePeak(rate, "measured", f"measured {precision} matmul peak ({where})")
 
 

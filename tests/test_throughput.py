@@ -158,6 +158,7 @@ def test_known_gpus_use_their_data_sheet(monkeypatch, name, precision, tflops):
 )
 def test_other_gpus_are_measured(monkeypatch, name, precision):
     monkeypatch.setattr(torch.cuda, "get_device_name", lambda device=None: name)
+    monkeypatch.setattr(bert.flops, "_MEASURED", {})  # as in a fresh process
     shapes = []
     monkeypatch.setattr(
         bert.flops, "matmul_rate", lambda shape, *a, **k: shapes.append(shape) or 50.0 + len(shapes)
