@@ -193,3 +193,16 @@ def test_fine_tuning_objectives_count_real_tokens():
     assert task_step_flops(chooser, {"attention_mask": choices}) == classification_flops(
         config, [2, 4, 1, 3], 1
     )
+
+
+def test_the_overhead_benchmark_runs(tmp_path):
+    """bench/throughput_meter.py, smallest: both variants train, the meter's figures come out, and
+    the loop is left with the real meter."""
+    import bert.training
+    from bench.throughput_meter import main
+
+    results = main(["--size", "tiny", "--batch", "2", "--seq-len", "16", "--steps", "1", "--rounds", "2",
+                    "--distinct", "2", "--json", str(tmp_path / "out.json")])  # fmt: skip
+    assert len(results["ratios"]) == 2 and results["meter_ms_per_step"] > 0
+    assert results["last_figures"]["tokens_per_second"] > 0 and results["peak"]["source"] == "measured"
+    assert bert.training.ThroughputMeter is bert.throughput.ThroughputMeter
