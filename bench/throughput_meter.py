@@ -1,5 +1,5 @@
-"""What the training loop's throughput figures (bert.throughput) cost: the step time of
-bert.training.train with the meter and with it switched off, paired in the same run.
+"""What the training loop's throughput figures (bert.training.throughput) cost: the step time of
+bert.training.loop.train with the meter and with it switched off, paired in the same run.
 
     python bench/throughput_meter.py --size tiny --batch 32 --seq-len 128 --threads 2
     python bench/throughput_meter.py --size base --batch 8 --seq-len 128 --threads 2 --steps 5 --rounds 6
@@ -27,15 +27,15 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run from anywhere in the repo
 
-import bert.throughput  # noqa: E402
-import bert.training  # noqa: E402
-from bert.benchmark import masked_per_sequence  # noqa: E402
-from bert.model_config import BertConfig  # noqa: E402
-from bert.modeling import BertForPreTraining  # noqa: E402
-from bert.optim import build_optimizer  # noqa: E402
+import bert.training.loop  # noqa: E402
+import bert.training.throughput  # noqa: E402
+from bert.model.config import BertConfig  # noqa: E402
+from bert.model.network import BertForPreTraining  # noqa: E402
 from bert.pretraining.loss import pretraining_objective  # noqa: E402
-from bert.recipe import Recipe, RunSettings  # noqa: E402
-from bert.training import RunRecord, train  # noqa: E402
+from bert.training.benchmark import masked_per_sequence  # noqa: E402
+from bert.training.loop import RunRecord, train  # noqa: E402
+from bert.training.optim import build_optimizer  # noqa: E402
+from bert.training.recipe import Recipe, RunSettings  # noqa: E402
 
 
 def parse_args(argv=None) -> argparse.Namespace:
@@ -79,7 +79,7 @@ def random_batches(config: BertConfig, count: int, batch: int, seq_len: int) -> 
     return batches
 
 
-class TimedMeter(bert.throughput.ThroughputMeter):
+class TimedMeter(bert.training.throughput.ThroughputMeter):
     """The meter, timing its own work: take() less the loader's next(), and interval()."""
 
     own_seconds = 0.0  # over the process: main() starts it at 0
@@ -130,9 +130,9 @@ def main(argv=None) -> dict:
 
     TimedMeter.own_seconds = 0.0
     started = time.perf_counter()
-    peak = bert.throughput.device_peak(config, device, args.precision)
+    peak = bert.training.throughput.device_peak(config, device, args.precision)
     probe_seconds = time.perf_counter() - started
-    # The runs below find it again in bert.flops' per-process cache, as a run's second start would.
+    # The runs below find it again in bert.model.flops' per-process cache, as a run's second start would.
 
     recipe = Recipe(optimizer="adamw", learning_rate=1e-4, warmup_proportion=0.0, decay_power=0.0,
                     weight_decay=0.01, grad_clip=1.0, global_batch_size=args.batch,
@@ -143,7 +143,7 @@ def main(argv=None) -> dict:
     record = RunRecord(checkpoint_dir=None, live_dir=None, metrics_file=None, description={}, execution={})
 
     def step_seconds(meter) -> tuple[float, dict]:
-        bert.training.ThroughputMeter = meter
+        bert.training.loop.ThroughputMeter = meter
         summary = train(model, batches, pretraining_objective, optimizer, scheduler, max_steps=args.steps,
                         recipe=recipe, settings=settings, record=record, progress=False)  # fmt: skip
         return summary["seconds"] / args.steps, summary
@@ -159,7 +159,7 @@ def main(argv=None) -> dict:
                 if name == "meter":
                     figures = summary
     finally:
-        bert.training.ThroughputMeter = bert.throughput.ThroughputMeter
+        bert.training.loop.ThroughputMeter = bert.training.throughput.ThroughputMeter
     ratios = [m / o for m, o in zip(times["meter"], times["off"])]
     meter_steps = args.rounds * args.steps
     results = {

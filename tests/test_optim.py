@@ -5,7 +5,7 @@ import pytest
 import torch
 from torch import nn
 
-from bert.optim import Lamb, build_optimizer, parameter_groups, warmup_poly_schedule
+from bert.training.optim import Lamb, build_optimizer, parameter_groups, warmup_poly_schedule
 
 
 def reference_lamb_step(params, grads, states, lr, weight_decays, max_norm, beta1=0.9, beta2=0.999, eps=1e-6):

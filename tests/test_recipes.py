@@ -10,15 +10,15 @@ from pathlib import Path
 import pytest
 import torch
 
-import bert.finetune
-from bert.distributed import Distributed
-from bert.finetune import steps_for_epochs
-from bert.modeling import BertForQuestionAnswering
-from bert.optim import Lamb, learning_rate_schedule, recipe_optimizer
-from bert.recipe import FineTuningRecipe, Recipe, RunSettings
+import bert.training.finetune
+from bert.distributed.launch import Distributed
+from bert.model.network import BertForQuestionAnswering
 from bert.tasks.data import task_named
 from bert.tasks.model import load_task_model
-from bert.training import RunRecord
+from bert.training.finetune import steps_for_epochs
+from bert.training.loop import RunRecord
+from bert.training.optim import Lamb, learning_rate_schedule, recipe_optimizer
+from bert.training.recipe import FineTuningRecipe, Recipe, RunSettings
 from stages import finetune_squad, finetune_task, predict_squad, predict_task, pretrain
 from stages.params import Finetune, Pretrain, load_params
 from tests.squad.test_stages import make_project as squad_project
@@ -42,7 +42,7 @@ def capture_training(monkeypatch) -> list:
         calls.append((batches, optimizer, scheduler, run))
         return {}
 
-    monkeypatch.setattr(bert.finetune, "train", train)
+    monkeypatch.setattr(bert.training.finetune, "train", train)
     monkeypatch.setattr(pretrain, "train", train)
     return calls
 
@@ -54,11 +54,11 @@ def test_the_library_types_of_a_run_have_no_defaults(kind):
 
 def test_params_blocks_are_the_library_types():
     """finetune and pretrain are RunSettings (and finetune.recipe a FineTuningRecipe) as they
-    stand in params.yaml, and bert.finetune.finetune takes them whole, each required."""
+    stand in params.yaml, and bert.training.finetune.finetune takes them whole, each required."""
     settings = {f.name for f in dataclasses.fields(RunSettings)}
     assert issubclass(Finetune, RunSettings) and issubclass(Pretrain, RunSettings)
     assert {f.name for f in dataclasses.fields(Finetune)} == settings | {"init", "recipe"}
-    keywords = inspect.signature(bert.finetune.finetune).parameters.values()
+    keywords = inspect.signature(bert.training.finetune.finetune).parameters.values()
     required = {p.name for p in keywords if p.kind is p.KEYWORD_ONLY and p.default is p.empty}
     assert required == {"recipe", "settings", "record", "rank", "world_size"}
 

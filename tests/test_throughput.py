@@ -1,4 +1,4 @@
-"""The throughput figures the training loop logs (bert.throughput): real tokens/s, padding,
+"""The throughput figures the training loop logs (bert.training.throughput): real tokens/s, padding,
 model FLOP/s, MFU against the device's peak, the share of time spent waiting for data."""
 
 import csv
@@ -8,19 +8,19 @@ import time
 import pytest
 import torch
 
-import bert.flops
-from bert.finetune import question_answering_step_flops, task_step_flops
-from bert.flops import (
+import bert.model.flops
+from bert.model.flops import (
     classification_flops,
     device_peak,
     pretraining_flops,
     question_answering_flops,
     real_lengths,
 )
-from bert.modeling import BertForMultipleChoice, BertForSequenceClassification
-from bert.optim import build_optimizer, warmup_poly_schedule
+from bert.model.network import BertForMultipleChoice, BertForSequenceClassification
 from bert.pretraining.loss import pretraining_objective
-from bert.training import per_row
+from bert.training.finetune import question_answering_step_flops, task_step_flops
+from bert.training.loop import per_row
+from bert.training.optim import build_optimizer, warmup_poly_schedule
 from tests.support.loop import run_loop
 from tests.support.shard_fixtures import VOCAB, tiny_model
 
@@ -148,7 +148,7 @@ def test_an_objective_without_flops_logs_no_mfu(tmp_path):
 )  # fmt: skip
 def test_known_gpus_use_their_data_sheet(monkeypatch, name, precision, tflops):
     monkeypatch.setattr(torch.cuda, "get_device_name", lambda device=None: name)
-    monkeypatch.setattr(bert.flops, "matmul_rate", lambda *a, **k: pytest.fail("probed a known GPU"))
+    monkeypatch.setattr(bert.model.flops, "matmul_rate", lambda *a, **k: pytest.fail("probed a known GPU"))
     peak = device_peak(tiny_model().config, torch.device("cuda", 0), precision)
     assert (peak.tflops, peak.source) == (tflops, "datasheet") and name in peak.description
 
@@ -158,10 +158,10 @@ def test_known_gpus_use_their_data_sheet(monkeypatch, name, precision, tflops):
 )
 def test_other_gpus_are_measured(monkeypatch, name, precision):
     monkeypatch.setattr(torch.cuda, "get_device_name", lambda device=None: name)
-    monkeypatch.setattr(bert.flops, "_MEASURED", {})  # as in a fresh process
+    monkeypatch.setattr(bert.model.flops, "_MEASURED", {})  # as in a fresh process
     shapes = []
     monkeypatch.setattr(
-        bert.flops, "matmul_rate", lambda shape, *a, **k: shapes.append(shape) or 50.0 + len(shapes)
+        bert.model.flops, "matmul_rate", lambda shape, *a, **k: shapes.append(shape) or 50.0 + len(shapes)
     )
     peak = device_peak(tiny_model().config, torch.device("cuda", 0), precision)
     assert (peak.tflops, peak.source) == (53.0, "measured") and len(shapes) == 3
@@ -171,7 +171,7 @@ def test_the_log_says_where_the_peak_comes_from(tmp_path, caplog):
     model = tiny_model(seed=0)
     optimizer = build_optimizer(model, "adamw", 1e-3, 0.01)
     scheduler = warmup_poly_schedule(optimizer, 1, 1, power=1.0)
-    with caplog.at_level(logging.INFO, logger="bert.throughput"):
+    with caplog.at_level(logging.INFO, logger="bert.training.throughput"):
         run_loop(model, [pretraining_batch(LENGTHS[0], 0)], pretraining_objective, optimizer, scheduler,
                  max_steps=1, precision="bf16")  # fmt: skip
     assert (
@@ -198,11 +198,11 @@ def test_fine_tuning_objectives_count_real_tokens():
 def test_the_overhead_benchmark_runs(tmp_path):
     """bench/throughput_meter.py, smallest: both variants train, the meter's figures come out, and
     the loop is left with the real meter."""
-    import bert.training
+    import bert.training.loop
     from bench.throughput_meter import main
 
     results = main(["--size", "tiny", "--batch", "2", "--seq-len", "16", "--steps", "1", "--rounds", "2",
                     "--distinct", "2", "--json", str(tmp_path / "out.json")])  # fmt: skip
     assert len(results["ratios"]) == 2 and results["meter_ms_per_step"] > 0
     assert results["last_figures"]["tokens_per_second"] > 0 and results["peak"]["source"] == "measured"
-    assert bert.training.ThroughputMeter is bert.throughput.ThroughputMeter
+    assert bert.training.loop.ThroughputMeter is bert.training.throughput.ThroughputMeter

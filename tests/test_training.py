@@ -9,12 +9,12 @@ import pytest
 import torch
 from torch import nn
 
-from bert.checkpoints import list_checkpoints, save_checkpoint
 from bert.errors import UserError
-from bert.optim import build_optimizer, warmup_poly_schedule
 from bert.pretraining.loader import DynamicMasking, PretrainingData
 from bert.pretraining.loss import pretraining_objective
-from bert.training import per_row, truncate_live_history
+from bert.training.checkpoints import list_checkpoints, save_checkpoint
+from bert.training.loop import per_row, truncate_live_history
+from bert.training.optim import build_optimizer, warmup_poly_schedule
 from tests.support.loop import run_loop
 from tests.support.shard_fixtures import tiny_model, write_shard, write_shards, write_vocab
 from tests.support.stage_workspace import REPO
@@ -142,7 +142,7 @@ def test_corrupt_newest_checkpoint_falls_back_to_the_previous_one(tmp_path, capl
 def test_every_corrupt_checkpoint_is_kept_even_of_one_step(tmp_path):
     """A step whose checkpoint goes bad twice (written again after the first, and damaged again)
     keeps both files: the second used to replace the first, the evidence docs say is never deleted."""
-    from bert.checkpoints import newest_readable_checkpoint
+    from bert.training.checkpoints import newest_readable_checkpoint
 
     for damaged in (b"first", b"second", b"third"):
         (tmp_path / "step-00000008.pt").write_bytes(damaged)
@@ -330,7 +330,7 @@ def test_other_settings_resume_an_unfinished_run_and_train_a_finished_one_again(
     long run resumes across a switch of them; but a finished run asked again with new settings is
     a new variant (`dvc exp run -S finetune.precision=bf16`): resuming it would train nothing."""
     shards = write_shards(tmp_path / "shards")
-    caplog.set_level("INFO", logger="bert.training")
+    caplog.set_level("INFO", logger="bert.training.loop")
     pretrain(tmp_path, shards, 2)
     _, resumed = pretrain(tmp_path, shards, 4, precision="bf16", execution={"unpad": False})
     assert (
@@ -351,8 +351,8 @@ def test_other_settings_resume_an_unfinished_run_and_train_a_finished_one_again(
     newest = torch.load(list_checkpoints(tmp_path / "checkpoints")[-1], weights_only=False)
     assert newest["execution"]["unpad"] is True and newest["execution"]["precision"] == "bf16"
 
-    caplog.clear()  # the code changed since (a fix in bert/modeling.py, say): `dvc repro` trains again
-    monkeypatch.setattr("bert.training.source_fingerprint", lambda: "edited")
+    caplog.clear()  # the code changed since (a fix in bert/model/network.py, say): `dvc repro` trains again
+    monkeypatch.setattr("bert.training.loop.source_fingerprint", lambda: "edited")
     pretrain(tmp_path, shards, 4, precision="bf16", execution={"unpad": True})
     assert (
         "the run finished with other settings (the code (bert/, stages/)); training it again" in caplog.text
@@ -372,13 +372,19 @@ def test_training_stages_import_the_code_their_loop_runs_before_it_starts(stage)
     imported = subprocess.run(
         [sys.executable, "-c", script], cwd=REPO, capture_output=True, text=True, check=True
     ).stdout
-    loop = ["bert.binning", "bert.checkpoints", "bert.distributed", "bert.modeling", "bert.optim"]
-    loop += ["bert.precision", "bert.training"]
+    loop = [
+        "bert.training.binning",
+        "bert.training.checkpoints",
+        "bert.distributed.launch",
+        "bert.model.network",
+        "bert.training.optim",
+    ]
+    loop += ["bert.model.precision", "bert.training.loop"]
     pretraining_only = ["bert.pretraining.masking", "bert.pretraining.loss", "bert.pretraining.loader"]
     if stage == "stages.pretrain":
         loop += pretraining_only
     else:
-        loop += ["bert.finetune", "bert.squad", "bert.tokenization"]
+        loop += ["bert.training.finetune", "bert.squad", "bert.text.tokenization"]
         # an edit of the pretraining code must not rerun fine-tuning (or train a finished run again)
         assert not any(f"'{module}'" in imported for module in pretraining_only), imported
     assert all(f"'{module}'" in imported for module in loop), imported
@@ -388,7 +394,7 @@ def test_source_fingerprint_follows_the_project_modules_imported(tmp_path, monke
     import sys
     import types
 
-    from bert.checkpoints import source_fingerprint
+    from bert.training.checkpoints import source_fingerprint
 
     before = source_fingerprint()
     assert source_fingerprint() == before

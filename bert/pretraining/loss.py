@@ -1,12 +1,12 @@
-"""The pretraining objective `bert.training.train` minimises in the pretraining stages: MLM loss,
+"""The pretraining objective `bert.training.loop.train` minimises in the pretraining stages: MLM loss,
 a mean over every masked token of the global batch, plus NSP loss, a mean over its sequences
 (when the batches have next-sentence labels: not from MLM-only shards)."""
 
 import torch
 from torch import nn
 
-from bert.flops import pretraining_flops, real_lengths
-from bert.training import Objective
+from bert.model.flops import pretraining_flops, real_lengths
+from bert.training.loop import Objective
 
 
 def pretraining_loss(model: nn.Module, batch: dict) -> tuple[dict[str, torch.Tensor], dict]:
@@ -18,7 +18,7 @@ def pretraining_loss(model: nn.Module, batch: dict) -> tuple[dict[str, torch.Ten
         mlm_correct = (out.mlm_logits.argmax(-1) == out.mlm_labels).sum()
         if next_sentence:
             nsp_correct = (out.nsp_logits.argmax(-1) == batch["next_sentence_labels"].view(-1)).sum()
-    # The share of padding (padding_waste) is the training loop's, for every objective (bert.throughput).
+    # The share of padding (padding_waste) is the training loop's, for every objective (bert.training.throughput).
     stats = {
         "mlm_accuracy": (mlm_correct, out.mlm_labels.numel()),
         **({"nsp_accuracy": (nsp_correct, out.nsp_logits.shape[0])} if next_sentence else {}),
@@ -40,7 +40,7 @@ def items_per_term(batch: dict) -> dict[str, torch.Tensor | int]:
 
 
 def step_flops(model: nn.Module, batch: dict) -> float:
-    """Model FLOPs of a training step on the batch's real tokens and its masked ones (bert.flops)."""
+    """Model FLOPs of a training step on the batch's real tokens and its masked ones (bert.model.flops)."""
     masked = (batch["masked_lm_positions"].numpy() != 0).sum(1)
     return pretraining_flops(model.config, real_lengths(batch["attention_mask"]), masked)
 

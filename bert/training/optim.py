@@ -11,7 +11,7 @@ import math
 import torch
 from torch import nn
 
-from bert.recipe import Recipe
+from bert.training.recipe import Recipe
 
 log = logging.getLogger(__name__)
 
@@ -135,7 +135,7 @@ def build_optimizer(
                     groups, lr=learning_rate, eps=1e-6, max_grad_norm=float("inf"), use_nvlamb=True
                 )
             except Exception as error:  # not importable, or built without its CUDA extensions
-                log.info("pretrain.use_apex is on but apex's FusedLAMB is not usable (%s: %s); using bert.optim.Lamb",
+                log.info("pretrain.use_apex is on but apex's FusedLAMB is not usable (%s: %s); using bert.training.optim.Lamb",
                          type(error).__name__, error)  # fmt: skip
         return Lamb(groups, lr=learning_rate, eps=1e-6)
     if name == "adamw":

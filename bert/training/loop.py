@@ -1,6 +1,6 @@
 """The training loop every training stage runs (pretraining, SQuAD fine-tuning).
 
-One optimizer step, on one global batch (bert.global_batch: micro-batch x accumulation steps x
+One optimizer step, on one global batch (bert.training.global_batch: micro-batch x accumulation steps x
 ranks; the data says how many micro-batches make a step, `accumulation_steps`):
   count the items each loss term averages over (masked tokens, sequences, ...) in the rank's
       micro-batches of the step, and all-reduce the counts: the global batch's totals;
@@ -11,12 +11,12 @@ ranks; the data says how many micro-batches make a step, `accumulation_steps`):
       into micro-batches and ranks;
   unscale (fp16), clip the global gradient norm to grad_clip, optimizer step (skipped when the
   gradients are not finite), scheduler step.
-Every log_every steps the stats, and the throughput figures (bert.throughput: real tokens/s,
-padding, model FLOP/s, MFU, the share of time waiting for data), are summed over ranks and written
-to DVCLive under "train/"; every
-save_every steps (and at the end) rank 0 writes one checkpoint file (bert.checkpoints), from which
+Every log_every steps the stats, and the throughput figures (bert.training.throughput: real
+tokens/s, padding, model FLOP/s, MFU, the share of time waiting for data), are summed over ranks
+and written to DVCLive under "train/"; every
+save_every steps (and at the end) rank 0 writes one checkpoint file (bert.training.checkpoints), from which
 a killed run resumes exactly. SIGTERM or SIGUSR1 (pre-emption) stops every rank at the same step
-boundary, after a checkpoint. The processes of a run: bert.distributed.
+boundary, after a checkpoint. The processes of a run: bert.distributed.launch.
 """
 
 import contextlib
@@ -38,7 +38,9 @@ from torch import nn
 from tqdm import tqdm
 
 from bert.atomic import atomic_file, write_json
-from bert.checkpoints import (
+from bert.errors import UserError
+from bert.model.precision import AUTOCAST_DTYPES, allow_tf32, grad_scaler
+from bert.training.checkpoints import (
     checkpoint_step,
     checkpoint_to_resume,
     newest_checkpoint,
@@ -46,12 +48,10 @@ from bert.checkpoints import (
     save_checkpoint,
     source_fingerprint,
 )
-from bert.collectives import PREEMPTION_SIGNALS, all_reduce_sum, barrier, rank_and_world_size
-from bert.errors import UserError
-from bert.optim import fit_optimizer_state
-from bert.precision import AUTOCAST_DTYPES, allow_tf32, grad_scaler
-from bert.recipe import Recipe, RunSettings
-from bert.throughput import ThroughputMeter
+from bert.training.collectives import PREEMPTION_SIGNALS, all_reduce_sum, barrier, rank_and_world_size
+from bert.training.optim import fit_optimizer_state
+from bert.training.recipe import Recipe, RunSettings
+from bert.training.throughput import ThroughputMeter
 
 log = logging.getLogger(__name__)
 
@@ -67,8 +67,8 @@ class Objective:
     items(batch) -> name -> the batch's number of items of each term, read from the batch alone
         (it is called on all of a step's micro-batches before their forward passes).
     flops(model, batch) -> the model FLOPs of a training step on the batch's real tokens
-        (bert.flops; model: the unwrapped model, batch: on the host), for the logged model FLOP/s
-        and MFU (bert.throughput); None for a model bert.flops cannot count.
+        (bert.model.flops; model: the unwrapped model, batch: on the host), for the logged model FLOP/s
+        and MFU (bert.training.throughput); None for a model bert.model.flops cannot count.
     Each term is logged under its name, as the mean over the log interval's items, and "loss" is
     their sum."""
 
@@ -94,7 +94,7 @@ def per_row(
 @dataclass(frozen=True)
 class RunRecord:
     """Where a run keeps what it writes, and what it is: `description` says what it learns from
-    (params, data, starting weights; its checkpoints belong to that alone, bert.checkpoints) and
+    (params, data, starting weights; its checkpoints belong to that alone, bert.training.checkpoints) and
     `execution` how it computes besides precision, compile and the world size (say {"unpad": True})."""
 
     checkpoint_dir: Path | None  # None: no checkpoints
@@ -217,7 +217,7 @@ def train(
 
 
 def _execution(settings: RunSettings, record: RunRecord, world_size: int, accumulation: int) -> dict:
-    """How the run computes: recorded in its checkpoints (see bert.checkpoints)."""
+    """How the run computes: recorded in its checkpoints (see bert.training.checkpoints)."""
     return {
         "code": source_fingerprint(),
         "precision": settings.precision,
@@ -320,7 +320,7 @@ def _save(
     record: RunRecord, settings: RunSettings, execution: dict, max_steps: int, step: int,
     training_state: tuple, data: "_Batches", totals: dict,
 ) -> None:  # fmt: skip
-    """Every rank's RNG states go into rank 0's checkpoint (bert.checkpoints describes the file)."""
+    """Every rank's RNG states go into rank 0's checkpoint (bert.training.checkpoints describes the file)."""
     model, optimizer, scheduler, scaler = training_state
     rank, world_size = rank_and_world_size()
     rng = _rng_state()

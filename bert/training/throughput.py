@@ -1,11 +1,11 @@
-"""How fast a training run goes, per log interval and over the run: what `bert.training.train`
+"""How fast a training run goes, per log interval and over the run: what `bert.training.loop.train`
 logs next to the loss (DVCLive `train/*`, the stage's metrics JSON).
 
     tokens_per_second        real (non-padding) tokens of the interval over its wall time, all ranks
     padding_waste            padding slots / all token slots of the batches the loader gave
     model_tflops_per_second  model FLOPs of the interval's training steps on their real tokens
-                             (the objective's `flops`, bert.flops) over its wall time, all ranks
-    mfu                      model FLOP/s over the peak of all ranks' devices (bert.flops.device_peak:
+                             (the objective's `flops`, bert.model.flops) over its wall time, all ranks
+    mfu                      model FLOP/s over the peak of all ranks' devices (bert.model.flops.device_peak:
                              a known GPU's data sheet, else a matmul probe measured at the start)
     data_wait_share          time in the loader's next() over the wall time (mean over ranks)
 
@@ -24,9 +24,9 @@ from collections.abc import Callable
 import torch
 from torch import nn
 
-from bert.collectives import all_reduce_sum
-from bert.flops import DevicePeak, device_peak, real_lengths
-from bert.model_config import BertConfig
+from bert.model.config import BertConfig
+from bert.model.flops import DevicePeak, device_peak, real_lengths
+from bert.training.collectives import all_reduce_sum
 
 log = logging.getLogger(__name__)
 

@@ -1,6 +1,6 @@
 """Training checkpoints: the files, and which one a run resumes from.
 
-A checkpoint is <checkpoint_dir>/step-<step>.pt, one torch.save'd dict (bert.training writes
+A checkpoint is <checkpoint_dir>/step-<step>.pt, one torch.save'd dict (bert.training.loop writes
 it): step, model, optimizer, scheduler, scaler (the fp16 grad scaler), rng (the Python, NumPy and
 torch RNG states of every rank), data ({epoch, samples}: the position in the data), totals (the
 run's running figures), max_steps, signature, description (what the signature hashes) and execution
@@ -28,8 +28,8 @@ from pathlib import Path
 import torch
 
 from bert.atomic import atomic_file
-from bert.collectives import broadcast_from_main, gather_to_all, rank_and_world_size
 from bert.errors import UserError
+from bert.training.collectives import broadcast_from_main, gather_to_all, rank_and_world_size
 
 log = logging.getLogger(__name__)
 
@@ -41,7 +41,7 @@ UNREADABLE = (RuntimeError, OSError, EOFError, pickle.UnpicklingError, KeyError,
 
 
 def run_signature(described: dict) -> str:
-    """A short, stable hash of what makes checkpoints belong to a run (bert.training.RunRecord.signature)."""
+    """A short, stable hash of what makes checkpoints belong to a run (bert.training.loop.RunRecord.signature)."""
     return hashlib.sha256(json.dumps(described, sort_keys=True).encode()).hexdigest()[:16]
 
 
@@ -212,7 +212,7 @@ def checkpoint_to_resume(
     Other execution settings (how: the code, precision, unpad, GPUs, ...) resume an unfinished run, so
     a long pretraining survives a bug fix or a switch of hardware or precision; a finished run is
     trained again instead: re-running it with new settings (`dvc exp run -S
-    finetune.precision=bf16`, or `dvc repro` after an edit of bert/modeling.py) asks for the
+    finetune.precision=bf16`, or `dvc repro` after an edit of bert/model/network.py) asks for the
     output of the new ones, and there is nothing left to resume."""
     directory = Path(directory)
     # Read even when resume is off: the old checkpoints' signature names the folder they move to.

@@ -29,7 +29,7 @@ The benchmarks' peak (`matmul_peak`) is measured, not read from a data sheet: th
 the model's own shapes (tokens x H x H, tokens x H x I, tokens x I x H) in the run's precision,
 on the same device and in the same process as the model, so MFU says how close a step comes to
 what this machine does on plain matmuls (on a shared CPU, under the same load). A training run's
-live MFU (`device_peak`, bert.throughput) divides by a known GPU's data-sheet peak, the figure
+live MFU (`device_peak`, bert.training.throughput) divides by a known GPU's data-sheet peak, the figure
 published MFUs use, and measures a short probe only where no data sheet is known (CPUs).
 """
 
@@ -40,8 +40,8 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from bert.model_config import BertConfig
-from bert.precision import AUTOCAST_DTYPES
+from bert.model.config import BertConfig
+from bert.model.precision import AUTOCAST_DTYPES
 
 Lengths = int | Sequence[int] | torch.Tensor
 
@@ -236,7 +236,7 @@ _MEASURED: dict[tuple, float] = {}
 def device_peak(config: BertConfig, device: torch.device | str, precision: str) -> DevicePeak:
     """The dense peak of `device` in `precision`: a known GPU's data sheet (DATASHEET_TFLOPS), else
     (a CPU, another GPU, V100 in bf16) a short probe at the start of the run: the best of the
-    encoder's three matmul shapes at 2048 tokens (bert.flops.matmul_shapes), in the run's dtype,
+    encoder's three matmul shapes at 2048 tokens (bert.model.flops.matmul_shapes), in the run's dtype,
     about 0.1 s for a tiny model on a 2-core CPU and a few seconds at BERT-large's shapes, once
     per process and shape."""
     device = torch.device(device)
