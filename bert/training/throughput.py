@@ -62,8 +62,9 @@ class ThroughputMeter:
             self.peak = device_peak(config, device, precision)
             self.peak_tflops = self._sum_over_ranks([self.peak.tflops])[0]
             if announce:
-                log.info("MFU against the %s: %.4g TFLOP/s per device (%s)",
-                         self.peak.description, self.peak.tflops, self.peak.source)  # fmt: skip
+                log.info(
+                    "MFU against the %s: %.4g TFLOP/s per device", self.peak.description, self.peak.tflops
+                )
         self._reset()
 
     def _reset(self) -> None:
