@@ -332,7 +332,8 @@ def main(argv: list[str] | None = None) -> dict:
     dev_features = make_features(dev_examples, tokenizer, **windowing, progress=False)
     recipe = Recipe(
         optimizer="adamw", learning_rate=args.learning_rate, warmup_proportion=args.warmup_proportion,
-        decay_power=1.0, weight_decay=args.weight_decay, grad_clip=1.0, global_batch_size=args.batch_size,
+        decay_power=1.0, schedule="poly", decay_share=0.2, decay_shape="1-sqrt", weight_decay=args.weight_decay,
+        grad_clip=1.0, global_batch_size=args.batch_size,
         micro_batch_size=args.batch_size, seed=0, epochs=args.epochs,
     )  # fmt: skip
     logging.info(

@@ -110,6 +110,13 @@ class PretrainPhase:
     learning_rate: LearningRate
     warmup_proportion: Share
     weight_decay: WeightDecay
+    schedule: Literal[
+        "poly", "wsd"
+    ]  # poly: decay after warm-up (pretrain.decay_power); wsd: warm-up, stable, decay
+    decay_share: Annotated[
+        float, Range(0, 1, low_open=True, meaning="wsd: the share of the steps that decay")
+    ]
+    decay_shape: Literal["linear", "cosine", "1-sqrt"]  # wsd: the decay's curve to 0
 
 
 @dataclass
@@ -261,6 +268,9 @@ class Params:
                 learning_rate=phase.learning_rate,
                 warmup_proportion=phase.warmup_proportion,
                 decay_power=self.pretrain.decay_power,
+                schedule=phase.schedule,
+                decay_share=phase.decay_share,
+                decay_shape=phase.decay_shape,
                 weight_decay=phase.weight_decay,
                 grad_clip=self.pretrain.grad_clip,
                 global_batch_size=phase.global_batch_size,

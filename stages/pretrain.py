@@ -219,6 +219,9 @@ def _described(params: Params, phase: str, recipe: Recipe, shards: list[Path]) -
         described["length_binning"] = True
     if recipe.decay_power != 0.5:  # the schedule's shape; 0.5 was fixed before it was a param
         described["decay_power"] = recipe.decay_power
+    if recipe.schedule != "poly":  # named only when not poly, so older checkpoints still resume
+        described["schedule"] = {"kind": recipe.schedule, "decay_share": recipe.decay_share,
+                                 "decay_shape": recipe.decay_shape}  # fmt: skip
     return described
 
 

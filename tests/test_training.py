@@ -14,7 +14,7 @@ from bert.pretraining.loader import DynamicMasking, PretrainingData
 from bert.pretraining.loss import pretraining_objective
 from bert.training.checkpoints import list_checkpoints, save_checkpoint
 from bert.training.loop import per_row, truncate_live_history
-from bert.training.optim import build_optimizer, warmup_poly_schedule
+from bert.training.optim import build_optimizer, warmup_poly_schedule, warmup_stable_decay_schedule
 from tests.support.loop import run_loop
 from tests.support.shard_fixtures import tiny_model, write_shard, write_shards, write_vocab
 from tests.support.stage_workspace import REPO
@@ -554,3 +554,44 @@ def test_loader_rejects_bad_shards(tmp_path):
         PretrainingData(
             write_shards(tmp_path / "s", sizes=(3,)), global_batch_size=4, micro_batch_size=4, seed=0
         )
+
+
+def test_save_checkpoint_keeps_the_pre_decay_step_past_keep_last(tmp_path):
+    for step in (3, 6, 9, 12):
+        save_checkpoint(tmp_path, step, {"step": step}, keep_last=1, keep_step=6)
+    assert [p.name for p in list_checkpoints(tmp_path)] == ["step-00000006.pt", "step-00000012.pt"]
+
+
+def wsd_pretrain(directory, shards, max_steps):
+    """A warmup-stable-decay run over `max_steps`: warm-up 2 steps, decay over the last quarter
+    (the loop's recipe says the same: warmup_proportion 0 there, decay_share 0.25)."""
+    start = max_steps - round(0.25 * max_steps)
+    model = tiny_model(seed=0, dropout=0.1)
+    optimizer = build_optimizer(model, "lamb", 5e-3, 0.01)
+    scheduler = warmup_stable_decay_schedule(optimizer, 2, start, max_steps, "1-sqrt")
+    data = PretrainingData(shards, global_batch_size=8, micro_batch_size=8, seed=7)
+    run_loop(
+        model, data, pretraining_objective, optimizer, scheduler, max_steps=max_steps, save_every=5,
+        keep_last=1, log_every=2, checkpoint_dir=directory / "checkpoints", seed=3, schedule="wsd",
+        decay_share=0.25, live_dir=directory / "live",
+    )  # fmt: skip
+    return model
+
+
+def test_extended_wsd_run_goes_on_from_the_pre_decay_checkpoint(tmp_path, caplog):
+    shards = write_shards(tmp_path / "shards")
+    straight = wsd_pretrain(tmp_path / "straight", shards, 12)  # decays from step 9
+    wsd_pretrain(tmp_path / "extended", shards, 8)  # decays from step 6: step 6 kept past keep_last 1
+    folder = tmp_path / "extended" / "checkpoints"
+    assert [p.name for p in list_checkpoints(folder)] == ["step-00000006.pt", "step-00000008.pt"]
+    with caplog.at_level("WARNING"):
+        extended = wsd_pretrain(tmp_path / "extended", shards, 12)
+    assert "going on from the pre-decay checkpoint" in caplog.text
+    # Steps 0-5 ran at the same rates in both runs: from step 6 on, the 12-step run's own.
+    for (name, a), b in zip(straight.state_dict().items(), extended.state_dict().values()):
+        assert torch.equal(a, b), name
+    (aside,) = folder.glob("previous-*-decayed")  # the decayed end moved, not deleted
+    assert [p.name for p in list_checkpoints(aside)] == ["step-00000008.pt"]
+    assert [p.name for p in list_checkpoints(folder)] == ["step-00000009.pt", "step-00000012.pt"]
+    steps = [int(line.split("\t")[0]) for line in loss_curve(tmp_path / "extended" / "live").splitlines()[1:]]
+    assert steps == list(range(2, 13, 2))  # the decayed rows after step 6 dropped, logged again

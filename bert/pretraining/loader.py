@@ -25,6 +25,7 @@ them until then. They are in the rank's process group, which torchrun signals as
 scheduler's `scancel` signals every process: a worker that died of it would end the rank mid-step.
 """
 
+import contextlib
 import os
 import signal
 import threading
@@ -146,7 +147,24 @@ class PretrainingData:
             generator=torch.Generator().manual_seed(self.seed * 1000003 + self.epoch),
             worker_init_fn=ignore_preemption_signals,
         )
-        yield from loader
+        # Workers are born with the signals blocked (a fork keeps the forking thread's mask), so
+        # one sent while a worker is still starting waits for its handler instead of killing it.
+        with preemption_signals_blocked():
+            workers = iter(loader)
+        yield from workers
+
+
+@contextlib.contextmanager
+def preemption_signals_blocked():
+    """Hold the pre-emption signals pending in this thread; they are delivered when it ends."""
+    if not hasattr(signal, "pthread_sigmask"):
+        yield
+        return
+    before = signal.pthread_sigmask(signal.SIG_BLOCK, {getattr(signal, name) for name in PREEMPTION_SIGNALS})
+    try:
+        yield
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, before)
 
 
 def ignore_preemption_signals(worker_id: int) -> None:

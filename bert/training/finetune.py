@@ -155,6 +155,9 @@ def finetune(
     order are added to it here. Not the world size or the micro-batch size: a run resumes on other
     hardware on the same rows (bert.training.global_batch)."""
     learnt = {k: v for k, v in dataclasses.asdict(recipe).items() if k != "micro_batch_size"}
+    if recipe.schedule == "poly":  # the wsd keys mean nothing then: older checkpoints still resume
+        for key in ("schedule", "decay_share", "decay_shape"):
+            del learnt[key]
     record = dataclasses.replace(
         record,
         description={**record.description, "recipe": {**learnt, "length_binning": settings.length_binning}},

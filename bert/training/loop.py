@@ -49,7 +49,7 @@ from bert.training.checkpoints import (
     source_fingerprint,
 )
 from bert.training.collectives import PREEMPTION_SIGNALS, all_reduce_sum, barrier, rank_and_world_size
-from bert.training.optim import fit_optimizer_state
+from bert.training.optim import decay_start, fit_optimizer_state
 from bert.training.recipe import Recipe, RunSettings
 from bert.training.throughput import ThroughputMeter
 
@@ -158,6 +158,9 @@ def train(
     nonfinite = _NonFinite(settings.max_nonfinite_steps, scaler.is_enabled(), record.checkpoint_dir)
     clock = {"run": time.perf_counter(), "interval": time.perf_counter()}
     first_step = step
+    # A warmup-stable-decay run checkpoints the step before its decay and keeps that file: the
+    # point to extend the run or branch a decay from (bert.training.checkpoints resumes there).
+    pre_decay = decay_start(recipe, max_steps)
 
     def checkpoint() -> None:
         """This step's state into one file (rank 0 writes; every rank gives its RNG state), after a
@@ -166,7 +169,7 @@ def train(
             totals["seconds"] += time.perf_counter() - clock["run"]
             clock["run"] = time.perf_counter()
             training_state = (model, optimizer, scheduler, scaler)
-            _save(record, settings, execution, max_steps, step, training_state, data, totals)
+            _save(record, settings, execution, (max_steps, pre_decay), step, training_state, data, totals)
 
     # Closing the bar on the way out, an error too: the error's line must come last, on its own.
     with (
@@ -197,7 +200,7 @@ def train(
                 if rank == 0:
                     _log(bar, live, step, figures, learning_rate)
 
-            due = step % settings.save_every == 0 or step == max_steps
+            due = step % settings.save_every == 0 or step in (max_steps, pre_decay)
             if due:
                 checkpoint()
             if step < max_steps and preemption.agreed():  # every rank, at the same step
@@ -317,11 +320,13 @@ def _collective_device() -> torch.device:
 
 
 def _save(
-    record: RunRecord, settings: RunSettings, execution: dict, max_steps: int, step: int,
+    record: RunRecord, settings: RunSettings, execution: dict, steps: tuple[int, int | None], step: int,
     training_state: tuple, data: "_Batches", totals: dict,
 ) -> None:  # fmt: skip
-    """Every rank's RNG states go into rank 0's checkpoint (bert.training.checkpoints describes the file)."""
+    """Every rank's RNG states go into rank 0's checkpoint (bert.training.checkpoints describes the file).
+    `steps`: the run's max_steps and the step its decay starts at (None: not a wsd run)."""
     model, optimizer, scheduler, scaler = training_state
+    max_steps, pre_decay = steps
     rank, world_size = rank_and_world_size()
     rng = _rng_state()
     if world_size > 1:
@@ -341,11 +346,12 @@ def _save(
         "data": {"epoch": data.epoch, "samples": data.samples},
         "totals": totals,
         "max_steps": max_steps,  # a larger one later extends the run
+        "decay_start": pre_decay,  # wsd: a run extended past it goes on from the pre-decay checkpoint
         "signature": record.signature,
         "description": record.description,
         "execution": execution,  # with the world size
     }
-    path = save_checkpoint(record.checkpoint_dir, step, state, settings.keep_last)
+    path = save_checkpoint(record.checkpoint_dir, step, state, settings.keep_last, keep_step=pre_decay)
     log.info("step %d: checkpoint %s", step, path)
 
 
