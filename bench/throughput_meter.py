@@ -134,7 +134,8 @@ def main(argv=None) -> dict:
     probe_seconds = time.perf_counter() - started
     # The runs below find it again in bert.model.flops' per-process cache, as a run's second start would.
 
-    recipe = Recipe(optimizer="adamw", learning_rate=1e-4, warmup_proportion=0.0, decay_power=0.0,
+    recipe = Recipe(optimizer="adamw", learning_rate=1e-4, warmup_proportion=0.0, decay_power=0.0, schedule="poly",
+                    decay_share=0.2, decay_shape="linear",
                     weight_decay=0.01, grad_clip=1.0, global_batch_size=args.batch,
                     micro_batch_size=args.batch, seed=0)  # fmt: skip
     settings = RunSettings(precision=args.precision, compile=False, length_binning=False, unpad=False,
