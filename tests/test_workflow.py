@@ -194,6 +194,7 @@ def test_plots_diff_draws_loss_curves(clone):
     html = (out / "index.html").read_text()
     assert "Pretraining loss (phase 1)" in html
     assert "SQuAD fine-tuning loss" in html
+    assert "Real tokens per second" in html and "MFU (model FLOP/s over the device" in html  # bert.throughput
 
 
 def test_push_then_pull_in_a_fresh_clone(clone, tmp_path):
