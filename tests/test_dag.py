@@ -151,6 +151,7 @@ def test_corpora_are_params(project):
             for stage in ("download", "documents", "shard")
             for corpus in ("wikipedia", "notes")
         ),
+        "clean",
         "vocab",
         "examples@phase1",
         "sources",

@@ -29,6 +29,7 @@ probability 1 - (1 - s^r)^b; docs/pipeline.md#cleaning tabulates it for the defa
 
 import heapq
 import math
+import os
 import shutil
 from dataclasses import dataclass
 from pathlib import Path
@@ -91,6 +92,36 @@ def check_settings(near: NearSettings) -> str | None:
     return None
 
 
+def minhash_signatures(shingles: np.ndarray, offsets: np.ndarray, num_perm: int, seed: int) -> np.ndarray:
+    """[documents, num_perm] uint32 R-MinHash signatures (rensa) of the documents whose shingle
+    hashes are shingles[offsets[i]:offsets[i + 1]].
+
+    rensa computes on a Rayon thread pool unless that pool has one thread; a process holding such
+    a pool that forks (the local engine's workers, a later stage's pool) gives children that wait
+    forever on threads they do not have. The engine already runs one process per core, so the pool
+    is pinned to one thread, before its first use (Rayon reads RAYON_NUM_THREADS then), and the
+    variable is put back for everything else in the process."""
+    global _rayon_pinned
+    if not _rayon_pinned:
+        before = os.environ.get("RAYON_NUM_THREADS")
+        os.environ["RAYON_NUM_THREADS"] = "1"
+    try:
+        matrix = rensa.RMinHash.digest_matrix_from_flat_token_hashes(
+            shingles, offsets, num_perm=num_perm, seed=seed
+        )
+    finally:
+        if not _rayon_pinned:
+            _rayon_pinned = True
+            if before is None:
+                del os.environ["RAYON_NUM_THREADS"]
+            else:
+                os.environ["RAYON_NUM_THREADS"] = before
+    return np.array(matrix.to_rows(), np.uint32).reshape(-1, num_perm)
+
+
+_rayon_pinned = False  # rensa's Rayon pool has been made, with one thread (minhash_signatures)
+
+
 def band_keys(signatures: np.ndarray, bands: int) -> np.ndarray:
     """[documents, bands] 64-bit keys, one per band of rows of the signatures; the band's number is
     part of the key, so equal rows in different bands are different buckets."""
@@ -138,10 +169,10 @@ def _sign(
                 shingle_sets.append(shingles)
     if shingle_sets:
         offsets = np.concatenate([[0], np.cumsum([len(s) for s in shingle_sets])]).astype(np.uint64)
-        matrix = rensa.RMinHash.digest_matrix_from_flat_token_hashes(
-            np.concatenate(shingle_sets), offsets, num_perm=settings.near.num_perm, seed=settings.seed
+        signatures = minhash_signatures(
+            np.concatenate(shingle_sets), offsets, settings.near.num_perm, settings.seed
         )
-        keys = band_keys(np.array(matrix.to_rows(), np.uint32), settings.near.bands)
+        keys = band_keys(signatures, settings.near.bands)
         for ordinal, row_keys in zip(shingle_rows, keys):
             entries.extend((int(key), ordinal, 1) for key in row_keys)
     table = np.array(entries, ENTRY) if entries else np.zeros(0, ENTRY)
