@@ -20,6 +20,6 @@ RUN grep -v '^torch==' requirements.txt > /tmp/requirements-notorch.txt \
 COPY . .
 RUN pip install --no-cache-dir --no-deps -e . \
  && git config --global --add safe.directory /workspace/bert-dvc \
- && cd / && python -c "import apex, bert.modeling; print('apex available')"
+ && cd / && python -c "import apex, bert.model.network; print('apex available')"
 
 CMD ["dvc", "repro"]

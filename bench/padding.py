@@ -22,10 +22,10 @@ from pathlib import Path
 import torch
 import torch.nn.functional as F
 
-from bert.binning import BIN_WINDOW
-from bert.model_config import BertConfig
-from bert.modeling import BertForPreTraining
+from bert.model.config import BertConfig
+from bert.model.network import BertForPreTraining
 from bert.pretraining.loader import PretrainingData
+from bert.training.binning import BIN_WINDOW
 
 VARIANTS = ("full_length", "trimmed", "trimmed_unpadded", "binned", "binned_unpadded")
 

@@ -1,6 +1,6 @@
 """Sequences/s and MFU of one full pretraining step (forward, backward, optimiser step): our
 BertForPreTraining against transformers.BertForPreTraining, same config, batch, optimiser and
-device, in the same run (bert.benchmark.time_pretraining).
+device, in the same run (bert.training.benchmark.time_pretraining).
 
     python bench/pretrain_step.py --size tiny --batch 32 --seq-len 128 --threads 2
     python bench/pretrain_step.py --size base --batch 8 --seq-len 128 --threads 2 --warmup 1
@@ -11,10 +11,10 @@ passed anyway, round(0.15 x seq-len) masked positions and an NSP label. The two 
 one step each per round (`--steps`), for `--rounds` rounds: sequences/s come from each model's
 fastest round, the speed-up is the median of the per-round ratios (a machine shared with other
 work slows both alike within a round). The table splits a step into forward + backward and the
-optimiser step, and gives model TFLOP/s and MFU: model FLOPs per step (bert.flops.pretraining_flops,
+optimiser step, and gives model TFLOP/s and MFU: model FLOPs per step (bert.model.flops.pretraining_flops,
 counted the same for both models: work nobody asked for earns no credit) over time and over the
 dense matmul peak measured first, in the same process, at the model's shapes
-(bert.flops.matmul_peak). On a known GPU, MFU against the data sheet's peak as well.
+(bert.model.flops.matmul_peak). On a known GPU, MFU against the data sheet's peak as well.
 """
 
 import argparse
@@ -27,10 +27,10 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run from anywhere in the repo
 
-from bert.benchmark import MODELS, Runner, make_batch, masked_per_sequence, time_pretraining  # noqa: E402
-from bert.flops import datasheet_peak, matmul_peak  # noqa: E402
-from bert.model_config import BertConfig  # noqa: E402
-from bert.precision import AUTOCAST_DTYPES, allow_tf32  # noqa: E402
+from bert.model.config import BertConfig  # noqa: E402
+from bert.model.flops import datasheet_peak, matmul_peak  # noqa: E402
+from bert.model.precision import AUTOCAST_DTYPES, allow_tf32  # noqa: E402
+from bert.training.benchmark import MODELS, Runner, make_batch, masked_per_sequence, time_pretraining  # noqa: E402
 
 
 def parse_args(argv=None) -> argparse.Namespace:

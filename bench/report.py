@@ -7,12 +7,12 @@ ratio to `transformers` on the same batches, as one JSON file and a Markdown tab
     python bench/report.py --sizes large --precision bf16 --out-dir bench/results
     python bench/report.py --quick              # tiny model, batch 2, one step: a smoke run (seconds)
 
-Each figure comes from the benchmark that owns it: bert.benchmark.time_pretraining (one full
+Each figure comes from the benchmark that owns it: bert.training.benchmark.time_pretraining (one full
 pretraining step with LAMB, ours and transformers taking turns, the fastest of --rounds rounds)
 and bert/squad/benchmark.py (a fine-tuning step with AdamW, clipping included, ours only; the
 forward alone, ours and transformers taking turns). Sequences are full length (no padding), so
-the figures are those of the model, not of the data's length mix. Model FLOPs: bert.flops
-(pretraining_flops; question_answering_flops, x3 for training). The peak: bert.flops.matmul_peak,
+the figures are those of the model, not of the data's length mix. Model FLOPs: bert.model.flops
+(pretraining_flops; question_answering_flops, x3 for training). The peak: bert.model.flops.matmul_peak,
 the best dense matmul rate at the row's own shapes (tokens = batch x seq; H x H, H x I, I x H) in
 the row's precision, measured just before the row. On a known GPU the table also gives MFU
 against the data sheet's peak (`--peak-tflops` for others). Default batch sizes per device:
@@ -32,12 +32,12 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run from anywhere in the repo
 
 from bert.atomic import atomic_file, write_json  # noqa: E402
-from bert.benchmark import time_pretraining  # noqa: E402
-from bert.flops import datasheet_peak, matmul_peak, mfu, question_answering_flops  # noqa: E402
-from bert.model_config import BertConfig
-from bert.modeling import BertForQuestionAnswering  # noqa: E402
-from bert.precision import allow_tf32  # noqa: E402
+from bert.model.config import BertConfig
+from bert.model.flops import datasheet_peak, matmul_peak, mfu, question_answering_flops  # noqa: E402
+from bert.model.network import BertForQuestionAnswering  # noqa: E402
+from bert.model.precision import allow_tf32  # noqa: E402
 from bert.squad.benchmark import random_inputs, time_inference, time_training  # noqa: E402
+from bert.training.benchmark import time_pretraining  # noqa: E402
 
 TASKS = ("phase1", "phase2", "squad_finetune", "squad_inference")
 SEQ_LEN = {"phase1": 128, "phase2": 512, "squad_finetune": 384, "squad_inference": 384}
@@ -196,7 +196,7 @@ def run(args: argparse.Namespace) -> dict:
         "rounds": 1 if args.quick else args.rounds,
         "datasheet_peak": args.peak_tflops or datasheet_peak(device, precision),
         "compare": not args.no_compare and transformers_available(),
-        "peak_seconds": 0.002 if args.quick else None,  # per timed group of the sweep; None: bert.flops' default
+        "peak_seconds": 0.002 if args.quick else None,  # per timed group of the sweep; None: bert.model.flops' default
     }  # fmt: skip
     meta = {
         "device": device_name(device),

@@ -22,7 +22,7 @@ import numpy as np
 from bert.squad.answers import postprocess
 from bert.squad.dataset import Answer, SquadExample, load_examples
 from bert.squad.features import make_features
-from bert.tokenization import load_tokenizer
+from bert.text.tokenization import load_tokenizer
 
 
 def sample_dump() -> Path:

@@ -29,11 +29,11 @@ from pathlib import Path
 
 import torch
 
-from bert.model_config import BertConfig
-from bert.modeling import BertForQuestionAnswering
-from bert.precision import AUTOCAST_DTYPES
+from bert.model.config import BertConfig
+from bert.model.network import BertForQuestionAnswering
+from bert.model.precision import AUTOCAST_DTYPES
 from bert.squad.benchmark import benchmark_dev_inference, benchmark_inference, dev_windows
-from bert.tokenization import load_tokenizer, load_tokenizer_from_dir
+from bert.text.tokenization import load_tokenizer, load_tokenizer_from_dir
 
 
 def random_model_dir(size: str, vocab_size: int, seed: int = 0) -> Path:

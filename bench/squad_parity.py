@@ -12,10 +12,10 @@ training windows/s.
 - The data: SQuAD v1.1 train and dev files (by default the sample world's), the first
   --train-questions / --dev-questions questions, made into windows once by
   bert.squad.features.make_features with the model's vocab.txt. Both sides train on the very same
-  batch tensors: bert.finetune.FineTuningBatches (length-binned, cut to the longest window).
-- The project: bert.optim.build_optimizer (AdamW, eps 1e-6, no decay on biases and LayerNorms),
-  bert.optim.warmup_poly_schedule (linear), bert.training.train with clipping at 1.0 and
-  bert.finetune.question_answering_objective, as stages/finetune_squad.py runs them.
+  batch tensors: bert.training.finetune.FineTuningBatches (length-binned, cut to the longest window).
+- The project: bert.training.optim.build_optimizer (AdamW, eps 1e-6, no decay on biases and LayerNorms),
+  bert.training.optim.warmup_poly_schedule (linear), bert.training.loop.train with clipping at 1.0 and
+  bert.training.finetune.question_answering_objective, as stages/finetune_squad.py runs them.
 - transformers: transformers.BertForQuestionAnswering, torch's AdamW over the two groups Hugging
   Face's Trainer makes (no decay on "bias" and "LayerNorm.weight"; eps 1e-8, its default),
   transformers.get_linear_schedule_with_warmup, clip_grad_norm_ at 1.0: the loop of run_qa.py
@@ -48,18 +48,18 @@ import torch
 import transformers
 
 from bert.atomic import write_json
-from bert.finetune import FineTuningBatches, question_answering_objective, steps_for_epochs
-from bert.modeling import BertForQuestionAnswering
-from bert.optim import learning_rate_schedule, recipe_optimizer
-from bert.recipe import FineTuningRecipe as Recipe
-from bert.recipe import RunSettings
+from bert.model.network import BertForQuestionAnswering
 from bert.squad.answers import postprocess
 from bert.squad.dataset import examples_from_json, read_json
 from bert.squad.evaluation import evaluate
 from bert.squad.features import make_features
 from bert.squad.predict import predict_logits
-from bert.tokenization import load_tokenizer_from_dir
-from bert.training import RunRecord, seed_everything, train
+from bert.text.tokenization import load_tokenizer_from_dir
+from bert.training.finetune import FineTuningBatches, question_answering_objective, steps_for_epochs
+from bert.training.loop import RunRecord, seed_everything, train
+from bert.training.optim import learning_rate_schedule, recipe_optimizer
+from bert.training.recipe import FineTuningRecipe as Recipe
+from bert.training.recipe import RunSettings
 
 REPO = Path(__file__).resolve().parents[1]
 SAMPLE_SQUAD = REPO / "data/sample/squad/v1.1"
@@ -125,7 +125,7 @@ def train_transformers(model, batches, recipe: Recipe, steps: int, seed: int) ->
     scheduler = transformers.get_linear_schedule_with_warmup(
         optimizer, round(recipe.warmup_proportion * steps), steps
     )
-    seed_everything(seed)  # dropout draws from the same seed as bert.training.train's
+    seed_everything(seed)  # dropout draws from the same seed as bert.training.loop.train's
     model.train()
     started = time.perf_counter()
     step, epoch = 0, 0
@@ -312,7 +312,7 @@ def main(argv: list[str] | None = None) -> dict:
     parser.add_argument("--out", type=Path, help="also write the results here as JSON")
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s: %(message)s")
-    logging.getLogger("bert.hf").setLevel(logging.ERROR)  # the head's "freshly initialised" warning
+    logging.getLogger("bert.model.hf").setLevel(logging.ERROR)  # the head's "freshly initialised" warning
     transformers.logging.set_verbosity_error()
     transformers.logging.disable_progress_bar()
     if args.threads:
@@ -332,7 +332,8 @@ def main(argv: list[str] | None = None) -> dict:
     dev_features = make_features(dev_examples, tokenizer, **windowing, progress=False)
     recipe = Recipe(
         optimizer="adamw", learning_rate=args.learning_rate, warmup_proportion=args.warmup_proportion,
-        decay_power=1.0, weight_decay=args.weight_decay, grad_clip=1.0, global_batch_size=args.batch_size,
+        decay_power=1.0, schedule="poly", decay_share=0.2, decay_shape="1-sqrt", weight_decay=args.weight_decay,
+        grad_clip=1.0, global_batch_size=args.batch_size,
         micro_batch_size=args.batch_size, seed=0, epochs=args.epochs,
     )  # fmt: skip
     logging.info(

@@ -27,13 +27,13 @@ import numpy as np
 import torch
 
 from bench.padding import padding_waste, to_full_length
-from bert.finetune import FineTuningBatches
-from bert.model_config import BertConfig
-from bert.modeling import BertForQuestionAnswering
-from bert.precision import AUTOCAST_DTYPES
+from bert.model.config import BertConfig
+from bert.model.network import BertForQuestionAnswering
+from bert.model.precision import AUTOCAST_DTYPES
 from bert.squad.benchmark import TrainingStep, dev_windows, time_training
 from bert.squad.features import SquadFeatures
-from bert.tokenization import load_tokenizer
+from bert.text.tokenization import load_tokenizer
+from bert.training.finetune import FineTuningBatches
 
 
 def benchmark_window_training(

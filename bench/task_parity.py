@@ -14,11 +14,11 @@ official measures on its dev split(s) and training examples/s.
   data/sample/glue/<Task>/, in the published formats; --data TASK=FOLDER for others), read by
   bert.tasks.data.read_split; the first --train-examples training examples (and --dev-examples of
   each dev split), made into inputs once by bert.tasks.features.make_features with the model's
-  vocab.txt. Both sides train on the very same batch tensors: bert.finetune.FineTuningBatches
+  vocab.txt. Both sides train on the very same batch tensors: bert.training.finetune.FineTuningBatches
   (length-binned, cut to the longest sequence).
-- The project: bert.optim.build_optimizer (AdamW, eps 1e-6, no decay on biases and LayerNorms),
-  bert.optim.warmup_poly_schedule (linear), bert.training.train with clipping at 1.0 and
-  bert.finetune.task_objective, as stages/finetune_task.py runs them.
+- The project: bert.training.optim.build_optimizer (AdamW, eps 1e-6, no decay on biases and LayerNorms),
+  bert.training.optim.warmup_poly_schedule (linear), bert.training.loop.train with clipping at 1.0 and
+  bert.training.finetune.task_objective, as stages/finetune_task.py runs them.
 - transformers: transformers.BertForMultipleChoice / BertForSequenceClassification (num_labels=1:
   regression, mean squared error), torch's AdamW over the two groups Hugging Face's Trainer makes
   (no decay on "bias" and "LayerNorm.weight"; eps 1e-8, its default),
@@ -56,13 +56,13 @@ import transformers
 from bench.squad_parity import Recipe, machine, minilm_dir, train_ours, train_transformers
 from bert.atomic import write_json
 from bert.errors import UserError
-from bert.finetune import FineTuningBatches, steps_for_epochs, task_objective
 from bert.tasks.data import TASKS, Task, TaskExamples, find_split_files, read_split
 from bert.tasks.evaluation import measure_names, split_metrics, task_metrics
 from bert.tasks.features import make_features
 from bert.tasks.model import load_task_model
 from bert.tasks.predict import predict_logits, predicted_labels
-from bert.tokenization import load_tokenizer_from_dir
+from bert.text.tokenization import load_tokenizer_from_dir
+from bert.training.finetune import FineTuningBatches, steps_for_epochs, task_objective
 
 REPO = Path(__file__).resolve().parents[1]
 SAMPLE = REPO / "data/sample"
@@ -248,7 +248,7 @@ def main(argv: list[str] | None = None) -> dict:
     parser.add_argument("--out", type=Path, help="also write the results here as JSON")
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s: %(message)s")
-    logging.getLogger("bert.hf").setLevel(logging.ERROR)  # the head's "freshly initialised" warning
+    logging.getLogger("bert.model.hf").setLevel(logging.ERROR)  # the head's "freshly initialised" warning
     transformers.logging.set_verbosity_error()
     transformers.logging.disable_progress_bar()
     if args.threads:

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import torch
 
-from bert.checkpoints import list_checkpoints, load_checkpoint
+from bert.training.checkpoints import list_checkpoints, load_checkpoint
 from tests.support.stage_workspace import make_workspace, run_stage, set_params
 
 CHECKPOINTS = "data/checkpoints/phase1"

@@ -3,7 +3,7 @@ copies or reads it. The one walker of a user's files (the `sources` stage's link
 stages' copies, the corpus readers' folders).
 
 Everything below a source folder is looked at, sub-folders and hidden files included, because DVC
-hashes all of it through the `sources` stage's link (bert.source_links): an entry it cannot hash
+hashes all of it through the `sources` stage's link (bert.download.source_links): an entry it cannot hash
 would hang every `dvc status` (DVC opens and reads a FIFO or a device to the end, which never
 comes) or stop it with a raw error (a link that leads nowhere). So each entry must be
 

@@ -2,8 +2,8 @@
 
     python -m stages.benchmark
 
-MFU is model FLOPs per second (bert.flops) over the dense matmul peak measured in the same run at
-the row's own shapes (bert.flops.matmul_peak), for: pretraining phase 1 and phase 2 (a full LAMB
+MFU is model FLOPs per second (bert.model.flops) over the dense matmul peak measured in the same run at
+the row's own shapes (bert.model.flops.matmul_peak), for: pretraining phase 1 and phase 2 (a full LAMB
 or AdamW step, pretrain.*, at examples.phase*.max_seq_length, benchmark.pretraining_batch_size sequences,
 ours against transformers.BertForPreTraining, fastest of benchmark.steps rounds), and the
 fine-tuned SQuAD model's training step and inference below. Inference (ours and transformers' BertForQuestionAnswering with SDPA, same weights, same run):
@@ -21,13 +21,13 @@ from functools import partial
 import torch
 
 from bert.atomic import write_json
-from bert.benchmark import masked_per_sequence, time_pretraining
 from bert.errors import UserError, run_main
-from bert.flops import best_peak, datasheet_peak, matmul_peak, mfu, question_answering_flops
-from bert.model_config import BertConfig
-from bert.modeling import BertForQuestionAnswering
+from bert.model.config import BertConfig
+from bert.model.flops import best_peak, datasheet_peak, matmul_peak, mfu, question_answering_flops
+from bert.model.network import BertForQuestionAnswering
 from bert.squad.benchmark import benchmark_dev_inference, benchmark_inference, dev_windows, time_training
-from bert.tokenization import load_tokenizer_from_dir
+from bert.text.tokenization import load_tokenizer_from_dir
+from bert.training.benchmark import masked_per_sequence, time_pretraining
 from stages import layout
 from stages.params import load_params
 

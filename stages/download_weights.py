@@ -16,10 +16,10 @@ from pathlib import Path
 from bert.download.staging import Staging, publish, staged
 from bert.download.transport import SourceNotFound
 from bert.errors import UserError, run_main
-from bert.hf import check_pretrained
-from bert.modeling import BertModel
+from bert.model.hf import check_pretrained
+from bert.model.network import BertModel
 from bert.source_tree import Rules
-from bert.tokenization import load_tokenizer_from_dir
+from bert.text.tokenization import load_tokenizer_from_dir
 from stages import layout
 from stages.params import load_params
 

@@ -13,7 +13,7 @@ from pathlib import Path
 import torch
 
 from bert.errors import UserError, run_main
-from bert.modeling import BertForPreTraining
+from bert.model.network import BertForPreTraining
 from stages import layout
 from stages.params import load_params
 

@@ -16,11 +16,11 @@ import numpy as np
 import torch
 from torch import nn
 
-from bert.distributed import Distributed, launch
+from bert.distributed.launch import Distributed, launch
 from bert.errors import UserError
-from bert.finetune import described_files, finetune
-from bert.tokenization import load_tokenizer_from_dir
-from bert.training import Objective, RunRecord
+from bert.text.tokenization import load_tokenizer_from_dir
+from bert.training.finetune import described_files, finetune
+from bert.training.loop import Objective, RunRecord
 from stages import layout
 from stages.params import Params
 
@@ -71,7 +71,7 @@ def check_model(model: nn.Module, start: StartingPoint, max_seq_length: int, len
 
 @dataclass(frozen=True)
 class TrainingData:
-    """A run's training arrays (bert.finetune.FineTuningBatches' input), its objective, the file
+    """A run's training arrays (bert.training.finetune.FineTuningBatches' input), its objective, the file
     they come from, what else describes them (its checkpoints belong to these only), and what one
     row is called (SQuAD's are windows of a question's context)."""
 

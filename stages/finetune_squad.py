@@ -15,12 +15,12 @@ With distributed.nproc_per_node x nnodes > 1 the stage starts itself again under
 import logging
 import sys
 
-from bert.distributed import Distributed
+from bert.distributed.launch import Distributed
 from bert.errors import UserError, run_main
-from bert.finetune import question_answering_objective
-from bert.modeling import BertForQuestionAnswering
+from bert.model.network import BertForQuestionAnswering
 from bert.squad.dataset import load_examples
 from bert.squad.features import make_features
+from bert.training.finetune import question_answering_objective
 from stages import layout
 from stages.finetune import TrainingData, check_model, launch_finetuning, starting_point, train_and_save
 from stages.params import Params, load_params

@@ -14,12 +14,12 @@ itself again under torchrun, as finetune_squad does.
 import logging
 import sys
 
-from bert.distributed import Distributed
+from bert.distributed.launch import Distributed
 from bert.errors import UserError, run_main
-from bert.finetune import task_objective
 from bert.tasks.data import Task, read_split, task_named
 from bert.tasks.features import make_features
 from bert.tasks.model import load_task_model
+from bert.training.finetune import task_objective
 from stages import layout
 from stages.finetune import TrainingData, check_model, launch_finetuning, starting_point, train_and_save
 from stages.params import Params, load_params

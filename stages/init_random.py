@@ -12,8 +12,8 @@ import logging
 import torch
 
 from bert.errors import UserError, run_main
-from bert.model_config import BertConfig
-from bert.modeling import BertForPreTraining
+from bert.model.config import BertConfig
+from bert.model.network import BertForPreTraining
 from stages import layout
 from stages.params import load_params
 

@@ -96,13 +96,13 @@ def logs(run: str) -> Path:
     """The output of each rank of a training run on several processes (rank<R>.log, torchrun's
     torchrun-node<N>.log): under BERT_LOG_DIR when set (an execution setting, like the rendezvous:
     not a param), else data/logs/. Not a DVC output, git-ignored; the next run overwrites them. The
-    stage checks the folder before any work: never inside OUTPUT_FOLDERS (bert.distributed.launch)."""
+    stage checks the folder before any work: never inside OUTPUT_FOLDERS (bert.distributed.launch.launch)."""
     return Path(os.environ.get("BERT_LOG_DIR") or DATA / "logs") / _run_folder(run)
 
 
 # The folders that hold every output dvc.yaml declares (tests/test_layout.py holds the two equal):
 # DVC deletes an output before its stage runs and the stage replaces it whole, so nothing else may
-# be written in them; the training stages check that no rank logs go there (bert.distributed).
+# be written in them; the training stages check that no rank logs go there (bert.distributed.launch).
 OUTPUT_FOLDERS = (
     raw(""), documents(""), CLEAN_DIR, EVAL_TEXTS_DIR, shards(), VOCAB_DIR, examples(""), DATA / "models", weights(""), SQUAD_DIR,
     SQUAD_PREDICTIONS, task_data(""), task_predictions(""), SOURCES, METRICS, LIVE,

@@ -33,8 +33,8 @@ from bert.inputs import (
     WeightDecay,
     read_yaml,
 )
-from bert.model_presets import PRESETS, config_file
-from bert.recipe import FineTuningRecipe, Recipe, RunSettings
+from bert.model.presets import PRESETS, config_file
+from bert.training.recipe import FineTuningRecipe, Recipe, RunSettings
 
 PARAMS_FILE = Path("params.yaml")
 # Names that become folder and stage names (data/raw/<corpus>, download_weights@<name>).
@@ -129,6 +129,13 @@ class PretrainPhase:
     learning_rate: LearningRate
     warmup_proportion: Share
     weight_decay: WeightDecay
+    schedule: Literal[
+        "poly", "wsd"
+    ]  # poly: decay after warm-up (pretrain.decay_power); wsd: warm-up, stable, decay
+    decay_share: Annotated[
+        float, Range(0, 1, low_open=True, meaning="wsd: the share of the steps that decay")
+    ]
+    decay_shape: Literal["linear", "cosine", "1-sqrt"]  # wsd: the decay's curve to 0
 
 
 @dataclass
@@ -138,7 +145,7 @@ class PretrainPhase2(PretrainPhase):
 
 @dataclass(frozen=True)
 class Pretrain(RunSettings):
-    """Both phases' run settings (bert.recipe.RunSettings), and the recipe keys they share."""
+    """Both phases' run settings (bert.training.recipe.RunSettings), and the recipe keys they share."""
 
     init: str  # random | a key of `weights`: where phase 1 starts
     phase1: PretrainPhase
@@ -157,10 +164,10 @@ class Distributed:
     backend: Literal["auto", "nccl", "gloo"]
     # The CPU threads each rank computes on: they change the order of float sums, so the numbers.
     # auto: this node's CPUs over its ranks with several, torch's default alone (OMP_NUM_THREADS
-    # when set); N: N on any layout of the ranks (bert.distributed.threads_per_rank).
+    # when set); N: N on any layout of the ranks (bert.distributed.launch.threads_per_rank).
     threads_per_rank: Literal["auto"] | Count
     # Where and how the ranks run (rendezvous endpoint, timeouts, restarts, logs) is not a param: it
-    # changes no number, so it comes from the environment (bert.distributed.Execution).
+    # changes no number, so it comes from the environment (bert.distributed.launch.Execution).
 
 
 @dataclass(frozen=True)
@@ -196,7 +203,7 @@ class Squad:
 @dataclass(frozen=True)
 class Finetune(RunSettings):
     """What SQuAD and every task share: where they start, how each run computes and records
-    (bert.recipe.RunSettings), and the recipe that squad.recipe and tasks.<task>.recipe change."""
+    (bert.training.recipe.RunSettings), and the recipe that squad.recipe and tasks.<task>.recipe change."""
 
     init: str  # phase2 | random | a key of `weights`
     recipe: FineTuningRecipe
@@ -281,6 +288,9 @@ class Params:
                 learning_rate=phase.learning_rate,
                 warmup_proportion=phase.warmup_proportion,
                 decay_power=self.pretrain.decay_power,
+                schedule=phase.schedule,
+                decay_share=phase.decay_share,
+                decay_shape=phase.decay_shape,
                 weight_decay=phase.weight_decay,
                 grad_clip=self.pretrain.grad_clip,
                 global_batch_size=phase.global_batch_size,

@@ -15,12 +15,12 @@ import torch
 
 from bert.atomic import atomic_folder, write_json
 from bert.errors import UserError, run_main
-from bert.modeling import BertForQuestionAnswering
+from bert.model.network import BertForQuestionAnswering
 from bert.squad.answers import postprocess
 from bert.squad.dataset import dataset_version, load_examples, read_json
 from bert.squad.features import make_features
 from bert.squad.predict import predict_logits
-from bert.tokenization import load_tokenizer_from_dir
+from bert.text.tokenization import load_tokenizer_from_dir
 from stages import layout
 from stages.params import load_params
 

@@ -20,7 +20,7 @@ from bert.tasks.features import make_features
 from bert.tasks.model import load_task_model
 from bert.tasks.predict import predict_logits, predicted_labels
 from bert.tasks.predictions_file import write_predictions
-from bert.tokenization import load_tokenizer_from_dir
+from bert.text.tokenization import load_tokenizer_from_dir
 from stages import layout
 from stages.params import load_params
 

@@ -21,17 +21,17 @@ from pathlib import Path
 
 import torch
 
-from bert.checkpoints import UNREADABLE, file_sha256, load_checkpoint, newest_checkpoint
-from bert.distributed import Distributed, launch
+from bert.distributed.launch import Distributed, launch
 from bert.errors import UserError, run_main
-from bert.hf import WEIGHT_FILES
-from bert.model_config import BertConfig
-from bert.modeling import BertForPreTraining
-from bert.optim import fit_optimizer_state, learning_rate_schedule, recipe_optimizer
+from bert.model.config import BertConfig
+from bert.model.hf import WEIGHT_FILES
+from bert.model.network import BertForPreTraining
 from bert.pretraining.loader import DynamicMasking, PretrainingData
 from bert.pretraining.loss import pretraining_objective
-from bert.recipe import Recipe
-from bert.training import RunRecord, train
+from bert.training.checkpoints import UNREADABLE, file_sha256, load_checkpoint, newest_checkpoint
+from bert.training.loop import RunRecord, train
+from bert.training.optim import fit_optimizer_state, learning_rate_schedule, recipe_optimizer
+from bert.training.recipe import Recipe
 from stages import layout
 from stages.params import Params, load_params
 
@@ -191,7 +191,7 @@ def run_record(params: Params, phase: str, described: dict) -> RunRecord:
 def _described(params: Params, phase: str, recipe: Recipe, shards: list[Path]) -> dict:
     """What makes a checkpoint belong to this run (its signature hashes this). Not the world size or
     the split of the global batch into micro-batch x accumulation: resuming on other hardware is
-    allowed, and sees the rows the uninterrupted run would have seen (bert.global_batch). Not
+    allowed, and sees the rows the uninterrupted run would have seen (bert.training.global_batch). Not
     max_steps: a larger one extends the run."""
     described = {
         "phase": phase,
@@ -219,6 +219,9 @@ def _described(params: Params, phase: str, recipe: Recipe, shards: list[Path]) -
         described["length_binning"] = True
     if recipe.decay_power != 0.5:  # the schedule's shape; 0.5 was fixed before it was a param
         described["decay_power"] = recipe.decay_power
+    if recipe.schedule != "poly":  # named only when not poly, so older checkpoints still resume
+        described["schedule"] = {"kind": recipe.schedule, "decay_share": recipe.decay_share,
+                                 "decay_shape": recipe.decay_shape}  # fmt: skip
     return described
 
 

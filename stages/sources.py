@@ -7,7 +7,7 @@ corpora/<corpus> (download@<corpus>), tasks/<task> (download_task@<task>, the ta
 squad (download_squad: squad.version's train and dev) and weights/<name> (download_weights@<name>:
 the entries finetune.init and pretrain.init name; the others' slots stand for nothing, as those stages fetch nothing).
 A slot is a link to the one local source, or a folder with a link per local file and sources.txt
-(bert.source_links). DVC follows the links when it hashes a stage's dependencies, so `dvc status`
+(bert.download.source_links). DVC follows the links when it hashes a stage's dependencies, so `dvc status`
 names the download stage whose local files changed, and `dvc repro` reruns it and what depends on
 it; remote sources (URLs) are never contacted here, so `dvc status` works offline. The links are
 committed with the project (cache: false), as a cloned project needs them to be up to date.
@@ -19,9 +19,9 @@ no slot is published (docs/pipeline.md#what-a-local-source-may-be).
 import logging
 
 from bert.atomic import atomic_folder
+from bert.download.source_links import link_sources
 from bert.download.transport import local_path
 from bert.errors import run_main
-from bert.source_links import link_sources
 from bert.source_tree import Rules
 from stages import layout
 from stages.params import load_params

@@ -9,7 +9,7 @@ from functools import partial
 
 from bert.corpus.sentence_shards import iter_sentences, train_shards
 from bert.errors import UserError, run_main
-from bert.vocab import prepare_vocab, released_lower_case
+from bert.text.vocab import prepare_vocab, released_lower_case
 from stages import layout
 from stages.params import load_params
 

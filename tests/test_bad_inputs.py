@@ -26,9 +26,9 @@ from safetensors.torch import load_file
 import stages
 from bert.corpus.documents import DocumentWriter
 from bert.errors import UserError, run_main
-from bert.hf import check_pretrained, read_weight_index
-from bert.model_config import BertConfig
-from bert.modeling import BertForQuestionAnswering, BertModel
+from bert.model.config import BertConfig
+from bert.model.hf import check_pretrained, read_weight_index
+from bert.model.network import BertForQuestionAnswering, BertModel
 from tests.corpus.test_multistream import offsets, rewrite_index, small_wiki
 from tests.corpus.test_wikipedia import PAGES, write_dump
 from tests.support.shard_fixtures import VOCAB, tiny_hf_folder, write_vocab

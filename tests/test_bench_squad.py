@@ -55,8 +55,8 @@ def _tiny_model_and_squad_file(tmp_path: Path) -> tuple[Path, Path]:
     """A random 1-layer model over the words of SENTENCE, and a SQuAD-like file of 3 paragraphs."""
     import torch
 
-    from bert.model_config import BertConfig
-    from bert.modeling import BertForQuestionAnswering
+    from bert.model.config import BertConfig
+    from bert.model.network import BertForQuestionAnswering
 
     (tmp_path / "documents").mkdir()
     writer = DocumentWriter(tmp_path / "documents")
@@ -127,9 +127,9 @@ def test_parity_bench_at_learning_rate_zero_scores_both_sides_alike(minilm_dir, 
     from bench.squad_parity import main
 
     out = tmp_path / "parity.json"
-    quiet = logging.getLogger("bert.hf")
+    quiet = logging.getLogger("bert.model.hf")
     level = quiet.level
-    try:  # main() quiets bert.hf for its own run; later tests must see its warnings again
+    try:  # main() quiets bert.model.hf for its own run; later tests must see its warnings again
         result = main(
             ["--model", str(minilm_dir), "--train-questions", "8", "--dev-questions", "6", "--epochs", "1",
              "--batch-size", "4", "--learning-rate", "0", "--seeds", "0", "--speed-steps", "1", "--speed-rounds", "1", "--out", str(out)]

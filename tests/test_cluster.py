@@ -16,14 +16,14 @@ import pytest
 import torch
 from torch import nn
 
-import bert.distributed
-from bert.checkpoints import list_checkpoints, load_checkpoint, run_signature, save_checkpoint
-from bert.distributed import Execution, relaunch_under_torchrun, setup_distributed, torchrun_command
+import bert.distributed.launch
+from bert.distributed.launch import Execution, relaunch_under_torchrun, setup_distributed, torchrun_command
 from bert.errors import UserError, run_main
-from bert.modeling import BertForPreTraining
-from bert.optim import Lamb, build_optimizer, fit_optimizer_state, warmup_poly_schedule
+from bert.model.network import BertForPreTraining
 from bert.pretraining.loss import pretraining_loss, pretraining_objective
-from bert.training import per_row
+from bert.training.checkpoints import list_checkpoints, load_checkpoint, run_signature, save_checkpoint
+from bert.training.loop import per_row
+from bert.training.optim import Lamb, build_optimizer, fit_optimizer_state, warmup_poly_schedule
 from tests.support.loop import run_loop
 from tests.support.shard_fixtures import tiny_model, write_shards
 from tests.support.stage_workspace import REPO
@@ -38,7 +38,7 @@ def test_changed_params_move_the_old_checkpoints_aside_naming_the_change(tmp_pat
     a, b = run_signature(first), run_signature(second)
     pretrain(tmp_path, shards, 4, description=first)
     old = {p.name: p.read_bytes() for p in list_checkpoints(tmp_path / "checkpoints")}
-    caplog.set_level("INFO", logger="bert.checkpoints")
+    caplog.set_level("INFO", logger="bert.training.checkpoints")
     _, summary = pretrain(tmp_path, shards, 2, description=second)
     aside = tmp_path / f"checkpoints/previous-{a}"
     assert (
@@ -88,12 +88,12 @@ def test_larger_max_steps_extends_the_run_with_the_schedule_recomputed(tmp_path,
 
 
 def test_a_smaller_max_steps_above_the_step_shortens_the_run_and_says_so(tmp_path, caplog):
-    from bert.checkpoints import checkpoint_to_resume
+    from bert.training.checkpoints import checkpoint_to_resume
 
     save_checkpoint(
         tmp_path, 10, {"step": 10, "max_steps": 120, "signature": "s", "execution": {}}, keep_last=1
     )
-    caplog.set_level("INFO", logger="bert.checkpoints")
+    caplog.set_level("INFO", logger="bert.training.checkpoints")
     assert checkpoint_to_resume(tmp_path, "s", {}, 80, resume=True, rank=0)["step"] == 10
     assert (
         "step-00000010.pt: shortening the run at step 10: max_steps 120 -> 80, the learning-rate schedule "
@@ -104,7 +104,7 @@ def test_a_smaller_max_steps_above_the_step_shortens_the_run_and_says_so(tmp_pat
 def test_the_changes_that_start_a_run_afresh_are_named_readably():
     """Lists of files by the names that changed, sections by their keys, hashes by 12 digits (the
     line used to print the lists' reprs, cut at 40 characters)."""
-    from bert.checkpoints import _changes
+    from bert.training.checkpoints import _changes
 
     sha = {name: hashlib.sha256(name.encode()).hexdigest() for name in ("a", "b", "c")}
     before = {"files": [("train.json", sha["a"]), ("model.safetensors", sha["b"]), ("vocab.txt", sha["c"])],
@@ -171,7 +171,7 @@ def test_preemption_checkpoints_at_the_next_step_and_the_rerun_ends_with_the_sam
 
 
 def test_join_takes_a_node_rank_of_the_params_nodes():
-    from bert.distributed import node_rank_to_join
+    from bert.distributed.launch import node_rank_to_join
 
     assert node_rank_to_join([], 2, "usage") == 0 and node_rank_to_join(["--join", "1"], 2, "usage") == 1
     assert (
@@ -197,7 +197,7 @@ def test_join_takes_a_node_rank_of_the_params_nodes():
 
 
 def test_execution_settings_come_from_the_environment_with_defaults():
-    from bert.distributed import execution_from_environment
+    from bert.distributed.launch import execution_from_environment
 
     assert execution_from_environment({}) == Execution("localhost:29500", 30.0, 0)
     assert execution_from_environment({"BERT_RDZV_ENDPOINT": ""}) == Execution()  # empty: the default
@@ -227,7 +227,7 @@ def test_execution_settings_come_from_the_environment_with_defaults():
 def test_the_log_folder_is_checked_before_any_work(tmp_path, monkeypatch):
     """BERT_LOG_DIR was read unchecked: a file was a traceback in torchrun, and a folder inside a
     stage's output (the model folder) exited 0 and the publish step wiped the logs it announced."""
-    from bert.distributed import execution_from_environment
+    from bert.distributed.launch import execution_from_environment
     from stages import layout
 
     monkeypatch.chdir(tmp_path)
@@ -269,7 +269,7 @@ def test_the_log_folder_is_checked_before_any_work(tmp_path, monkeypatch):
 
 
 def test_failure_lines_name_the_rank_host_signal_or_error_and_log():
-    from bert.distributed import failure_line
+    from bert.distributed.launch import failure_line
 
     rank = {"host": "gpu17", "node_rank": 1, "rank": 9, "pid": 77, "exitcode": -9, "signal": "SIGKILL",
             "message": None, "log": "data/logs/phase1/rank9.log", "failed_ranks": [9]}  # fmt: skip
@@ -318,7 +318,7 @@ def test_launcher_turns_on_nccl_async_error_handling_unless_the_user_set_it(monk
         monkeypatch.setenv("TORCH_NCCL_ASYNC_ERROR_HANDLING", user_value)
     started = []
     monkeypatch.setattr(
-        bert.distributed.subprocess,
+        bert.distributed.launch.subprocess,
         "Popen",
         lambda command, env: started.append(FakeTorchrun(command, env)) or started[-1],
     )
@@ -332,8 +332,8 @@ def test_launcher_turns_on_nccl_async_error_handling_unless_the_user_set_it(monk
     "cpus, nproc_per_node, threads", [(64, 8, 8), (64, 1, 64), (3, 2, 1), (1, 4, 1), (2, 2, 1)]
 )
 def test_each_rank_gets_its_share_of_the_cpus_of_its_node(monkeypatch, cpus, nproc_per_node, threads):
-    monkeypatch.setattr(bert.distributed.os, "sched_getaffinity", lambda pid: set(range(cpus)))
-    assert bert.distributed.threads_per_rank(nproc_per_node) == threads
+    monkeypatch.setattr(bert.distributed.launch.os, "sched_getaffinity", lambda pid: set(range(cpus)))
+    assert bert.distributed.launch.threads_per_rank(nproc_per_node) == threads
 
 
 @pytest.mark.parametrize("user_value, threads", [(None, "auto"), ("3", "auto"), (None, 2), ("3", 2)])
@@ -344,15 +344,15 @@ def test_launcher_sets_the_threads_of_the_ranks_unless_the_user_did(monkeypatch,
     every layout, whatever the environment says (dvc.lock records what the ranks computed with)."""
     monkeypatch.delenv("LOCAL_RANK", raising=False)
     monkeypatch.delenv("TORCHELASTIC_RUN_ID", raising=False)
-    monkeypatch.setattr(bert.distributed.os, "sched_getaffinity", lambda pid: set(range(16)))
-    monkeypatch.setattr(bert.distributed, "wait_for_nodes", lambda *args: None)
+    monkeypatch.setattr(bert.distributed.launch.os, "sched_getaffinity", lambda pid: set(range(16)))
+    monkeypatch.setattr(bert.distributed.launch, "wait_for_nodes", lambda *args: None)
     if user_value is None:
         monkeypatch.delenv("OMP_NUM_THREADS", raising=False)
     else:
         monkeypatch.setenv("OMP_NUM_THREADS", user_value)
     started = []
     monkeypatch.setattr(
-        bert.distributed.subprocess,
+        bert.distributed.launch.subprocess,
         "Popen",
         lambda command, env: started.append(FakeTorchrun(command, env)) or started[-1],
     )
@@ -367,7 +367,7 @@ def test_launcher_sets_the_threads_of_the_ranks_unless_the_user_did(monkeypatch,
 def test_a_lone_process_computes_on_threads_per_rank_threads(tmp_path, monkeypatch):
     """No torchrun to pass OMP_NUM_THREADS to (one process, or ranks of a torchrun of the user's
     own): the launcher sets torch's thread count itself, before the work."""
-    from bert.distributed import launch
+    from bert.distributed.launch import launch
 
     monkeypatch.delenv("LOCAL_RANK", raising=False)
     monkeypatch.delenv("TORCHELASTIC_RUN_ID", raising=False)
@@ -404,7 +404,7 @@ def _newest_checkpoint_line(tmp_path, monkeypatch, before: list[int], during: li
         started.append(FakeTorchrun(command, env, on_wait=ranks_preempted, status=1))
         return started[-1]
 
-    monkeypatch.setattr(bert.distributed.subprocess, "Popen", popen)
+    monkeypatch.setattr(bert.distributed.launch.subprocess, "Popen", popen)
     with pytest.raises(UserError) as error:
         relaunch_under_torchrun(["stages.pretrain", "phase1"], 2, 1, Execution(), checkpoint_dir=folder)
     assert started[0].signals == [signal.SIGTERM]  # the signal every torchrun passes on
@@ -448,7 +448,7 @@ def test_a_signal_that_comes_while_torchrun_starts_is_passed_on_once_it_runs(mon
         started.append(FakeTorchrun(command, env, status=1))
         return started[-1]
 
-    monkeypatch.setattr(bert.distributed.subprocess, "Popen", popen)
+    monkeypatch.setattr(bert.distributed.launch.subprocess, "Popen", popen)
     previous = signal.signal(signal.SIGTERM, signal.SIG_IGN)
     try:
         with pytest.raises(UserError, match=r"^pre-empted \(SIGTERM\); no checkpoint in "):
@@ -474,9 +474,9 @@ def test_a_command_started_with_the_preemption_signals_ignored_still_stops_on_th
 def test_process_group_gets_the_timeout(monkeypatch):
     seen = {}
     monkeypatch.setenv("WORLD_SIZE", "2")
-    monkeypatch.setattr(bert.distributed.dist, "is_initialized", lambda: False)
+    monkeypatch.setattr(bert.distributed.launch.dist, "is_initialized", lambda: False)
     monkeypatch.setattr(
-        bert.distributed.dist, "init_process_group", lambda backend, **kwargs: seen.update(kwargs)
+        bert.distributed.launch.dist, "init_process_group", lambda backend, **kwargs: seen.update(kwargs)
     )
     monkeypatch.delenv("TORCH_NCCL_ASYNC_ERROR_HANDLING", raising=False)
     setup_distributed("gloo", 12.5)
@@ -515,7 +515,7 @@ def test_optimizer_state_converts_from_fused_lamb_and_back():
                                       "bias_correction": True, "grad_averaging": True,
                                       "max_grad_norm": float("inf"), "use_nvlamb": True})  # fmt: skip
 
-    from bert.optim import parameter_groups
+    from bert.training.optim import parameter_groups
 
     fused = FusedLAMB(parameter_groups(model, 0.01))
     to_fused = fit_optimizer_state(ours, fused)
@@ -569,7 +569,7 @@ def test_apex_that_fails_to_build_falls_back_with_one_line(monkeypatch, caplog):
         "apex.normalization": apex.normalization,
     }.items():
         monkeypatch.setitem(sys.modules, name, module)
-    monkeypatch.setattr("bert.modeling._APEX_REPORTED", set())
+    monkeypatch.setattr("bert.model.network._APEX_REPORTED", set())
     with caplog.at_level(logging.INFO):
         model = tiny_model()
         model = BertForPreTraining(model.config, apex_layer_norm=True)
@@ -686,10 +686,10 @@ def test_the_rendezvous_says_who_joined_and_times_out_with_the_fix_on_both_sides
     import socket
     import threading
 
-    from bert.distributed import wait_for_nodes
+    from bert.distributed.launch import wait_for_nodes
 
-    monkeypatch.setattr(bert.distributed, "REPORT_EVERY_SECONDS", 0.3)
-    caplog.set_level("INFO", logger="bert.distributed")
+    monkeypatch.setattr(bert.distributed.launch, "REPORT_EVERY_SECONDS", 0.3)
+    caplog.set_level("INFO", logger="bert.distributed.launch")
     endpoint = f"127.0.0.1:{_free_port()}"
     quick = Execution(endpoint, timeout_minutes=0.02)
     with pytest.raises(UserError) as raised:
@@ -736,7 +736,7 @@ def _catch(errors, function, *args):
 
 def test_a_preempted_rank_names_the_checkpoint_the_disk_holds(tmp_path):
     """A step whose loss was not finite is not saved: the line names the newest one instead."""
-    from bert.training import _Preemption
+    from bert.training.loop import _Preemption
 
     preemption = _Preemption()
     preemption.received = "SIGTERM"

@@ -14,7 +14,7 @@ import time
 import pytest
 import torch
 
-from bert.checkpoints import list_checkpoints, load_checkpoint
+from bert.training.checkpoints import list_checkpoints, load_checkpoint
 from tests.support.stage_workspace import REPO, make_workspace, run_stage, set_params
 
 CHECKPOINTS = "data/checkpoints/phase1"
@@ -124,7 +124,7 @@ def _processes(pid: int) -> dict:
     import psutil
 
     tree = [psutil.Process(pid), *psutil.Process(pid).children(recursive=True)]
-    (torchrun,) = [process for process in tree if "bert.torchrun" in process.cmdline()]
+    (torchrun,) = [process for process in tree if "bert.distributed.torchrun" in process.cmdline()]
     ranks = torchrun.children()
     stage = torchrun.parent()
     return {"runner": [p for p in tree if p.pid in {a.pid for a in stage.parents()}], "stage": [stage],
@@ -344,7 +344,9 @@ def _ranks(launcher: subprocess.Popen) -> list[int]:
     """The pids of the training ranks under a stage's process: torchrun's children."""
     import psutil
 
-    torchrun = [p for p in psutil.Process(launcher.pid).children() if "bert.torchrun" in p.cmdline()]
+    torchrun = [
+        p for p in psutil.Process(launcher.pid).children() if "bert.distributed.torchrun" in p.cmdline()
+    ]
     return [child.pid for process in torchrun for child in process.children()]
 
 

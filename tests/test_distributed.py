@@ -9,10 +9,10 @@ import subprocess
 import pytest
 import torch
 
-from bert.checkpoints import list_checkpoints, load_checkpoint
-from bert.distributed import Execution, relaunch_under_torchrun, torchrun_command
+from bert.distributed.launch import Execution, relaunch_under_torchrun, torchrun_command
 from bert.errors import UserError
 from bert.pretraining.loader import PretrainingData
+from bert.training.checkpoints import list_checkpoints, load_checkpoint
 from tests.support.ddp_train_worker import train_tiny
 from tests.support.shard_fixtures import write_shards
 from tests.support.stage_workspace import REPO, make_workspace, run_stage, set_params

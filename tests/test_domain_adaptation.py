@@ -10,12 +10,12 @@ import pytest
 import torch
 from safetensors import safe_open
 
-from bert.modeling import BertForPreTraining
+from bert.model.network import BertForPreTraining
 from bert.pretraining.hdf5 import read_shard
 from bert.pretraining.instances import ExampleConfig, write_instances
 from bert.pretraining.loader import PretrainingData
 from bert.pretraining.loss import pretraining_objective
-from bert.tokenization import load_tokenizer
+from bert.text.tokenization import load_tokenizer
 from tests.test_hf import masked_positions, padded_batch
 
 transformers = pytest.importorskip("transformers")
@@ -32,7 +32,7 @@ DOCUMENTS = [
 
 
 def trainer_loss(model, batch) -> torch.Tensor:
-    """The loss bert.training.train minimises for one micro-batch: the sum of the objective's terms."""
+    """The loss bert.training.loop.train minimises for one micro-batch: the sum of the objective's terms."""
     terms, _ = pretraining_objective.loss(model, batch)
     return sum(terms.values())
 

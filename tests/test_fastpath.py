@@ -8,12 +8,12 @@ import pytest
 import torch
 from torch import nn
 
-from bert.binning import BIN_WINDOW
-from bert.model_config import BertConfig
-from bert.modeling import BertForPreTraining, BertForQuestionAnswering, PackedSequences, packed_attention
-from bert.optim import build_optimizer, parameter_groups
+from bert.model.config import BertConfig
+from bert.model.network import BertForPreTraining, BertForQuestionAnswering, PackedSequences, packed_attention
 from bert.pretraining.loader import PAD_TO_MULTIPLE, DynamicMasking, PretrainingData
 from bert.pretraining.loss import pretraining_loss
+from bert.training.binning import BIN_WINDOW
+from bert.training.optim import build_optimizer, parameter_groups
 from tests.support.shard_fixtures import VOCAB, write_shards, write_vocab
 
 torch.set_num_threads(1)
@@ -245,7 +245,7 @@ def test_apex_requested_without_apex_falls_back(caplog):
         pass
     model = BertForPreTraining(config(), apex_layer_norm=True)
     assert all(not type(m).__name__.startswith("Fused") for m in model.modules())
-    with caplog.at_level(logging.INFO, logger="bert.optim"):
+    with caplog.at_level(logging.INFO, logger="bert.training.optim"):
         optimizer = build_optimizer(model, "lamb", 1e-3, 0.01, use_apex=True)
     assert (
         type(optimizer).__name__ == "Lamb" and "FusedLAMB is not usable (ModuleNotFoundError" in caplog.text
@@ -275,7 +275,7 @@ def test_pretraining_loss_reports_padding_waste():
 def test_stage_runs_binned_and_unpadded(tmp_path, monkeypatch):
     """stages.pretrain wires pretrain.length_binning and pretrain.unpad into the loader, the model
     and the metrics."""
-    from bert.distributed import setup_distributed
+    from bert.distributed.launch import setup_distributed
     from stages import pretrain as stage
     from stages.params import load_params
     from tests.support.stage_workspace import make_workspace, set_params

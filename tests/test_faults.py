@@ -32,8 +32,8 @@ import torch
 import yaml
 from safetensors.torch import load_file
 
-from bert.checkpoints import list_checkpoints, load_checkpoint
 from bert.corpus.documents import DocumentWriter
+from bert.training.checkpoints import list_checkpoints, load_checkpoint
 from tests.corpus.test_wikipedia import write_dump
 from tests.squad.test_stages import make_project as make_squad_project
 from tests.support.stage_workspace import REPO, make_workspace, run_stage, set_params
@@ -281,13 +281,13 @@ def test_dvc_repro_killed_and_resumed_keeps_every_step_of_the_curve_once(tmp_pat
 
 # 0.1 s more per fine-tuning step, as SLOW_STEPS for pretraining.
 SLOW_SQUAD_STEPS = """
-import dataclasses, bert.finetune
-_loss = bert.finetune.question_answering_objective.loss
+import dataclasses, bert.training.finetune
+_loss = bert.training.finetune.question_answering_objective.loss
 def question_answering_loss(model, batch):
     time.sleep(0.1)
     return _loss(model, batch)
-bert.finetune.question_answering_objective = dataclasses.replace(
-    bert.finetune.question_answering_objective, loss=question_answering_loss
+bert.training.finetune.question_answering_objective = dataclasses.replace(
+    bert.training.finetune.question_answering_objective, loss=question_answering_loss
 )
 """
 SQUAD_CURVE = Path("dvclive/finetune_squad/plots/metrics/train/loss.tsv")

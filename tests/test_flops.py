@@ -1,7 +1,7 @@
-"""bert.flops: the model FLOP count against a hand count and against torch's FlopCounterMode on our
+"""bert.model.flops: the model FLOP count against a hand count and against torch's FlopCounterMode on our
 models, and the measured matmul peak.
 
-What is counted, here as in bert/flops.py: matmuls only (torch's FlopCounterMode counts mm,
+What is counted, here as in bert/model/flops.py: matmuls only (torch's FlopCounterMode counts mm,
 addmm, bmm and the fused attention kernels, 2 FLOPs per multiply-add, forward and backward);
 elementwise work (LayerNorm, softmax, GELU, dropout, embeddings, losses) is excluded by both.
 """
@@ -11,7 +11,8 @@ import torch
 from torch.nn.attention import SDPBackend, sdpa_kernel
 from torch.utils.flop_counter import FlopCounterMode
 
-from bert.flops import (
+from bert.model.config import BertConfig
+from bert.model.flops import (
     classification_flops,
     encoder_flops,
     matmul_peak,
@@ -21,8 +22,7 @@ from bert.flops import (
     question_answering_flops,
     token_counts,
 )
-from bert.model_config import BertConfig
-from bert.modeling import BertForPreTraining, BertForQuestionAnswering, BertForSequenceClassification
+from bert.model.network import BertForPreTraining, BertForQuestionAnswering, BertForSequenceClassification
 
 torch.set_num_threads(2)
 

@@ -28,13 +28,13 @@ from hypothesis import HealthCheck, example, given, settings  # noqa: E402
 from hypothesis import strategies as st  # noqa: E402
 
 from bert.errors import UserError  # noqa: E402
-from bert.hf import read_weight_index  # noqa: E402
 from bert.inputs import check_content, read_yaml, read_zip_members  # noqa: E402
-from bert.model_config import BertConfig  # noqa: E402
+from bert.model.config import BertConfig  # noqa: E402
+from bert.model.hf import read_weight_index  # noqa: E402
 from bert.source_tree import Rules, open_regular, printable, walk_source  # noqa: E402
 from bert.squad.dataset import dataset_version, examples_from_json, read_json  # noqa: E402
 from bert.tasks.data import read_split, task_named  # noqa: E402
-from bert.tokenization import load_tokenizer  # noqa: E402
+from bert.text.tokenization import load_tokenizer  # noqa: E402
 from tests.support.shard_fixtures import VOCAB, tiny_hf_folder  # noqa: E402
 from tests.support.stage_workspace import REPO, repo_params, run_stage, set_params, write_params  # noqa: E402
 
@@ -298,8 +298,8 @@ ENV_VALUES = st.one_of(
 @given(name=st.sampled_from(EXECUTION_VARIABLES), value=ENV_VALUES, run=st.sampled_from(["phase1", "squad"]))
 def test_execution_settings(tmp_path_factory, monkeypatch_module, name, value, run):
     """Any value of each variable gives a valid Execution, or a UserError in one line naming the
-    variable, checked as a training stage checks them (bert.distributed.launch)."""
-    from bert.distributed import PORT, execution_from_environment
+    variable, checked as a training stage checks them (bert.distributed.launch.launch)."""
+    from bert.distributed.launch import PORT, execution_from_environment
     from stages import layout
 
     root = tmp_path_factory.mktemp("project")

@@ -6,12 +6,12 @@ import h5py
 import numpy as np
 import pytest
 
-from bert.binning import window_batches
-from bert.finetune import FineTuningBatches
-from bert.global_batch import accumulation_steps
 from bert.pretraining.loader import PretrainingData
 from bert.squad.features import SquadFeatures
-from bert.training import _Batches
+from bert.training.binning import window_batches
+from bert.training.finetune import FineTuningBatches
+from bert.training.global_batch import accumulation_steps
+from bert.training.loop import _Batches
 from tests.support.shard_fixtures import write_shards
 
 GLOBAL = 32
@@ -38,7 +38,7 @@ def shards(tmp_path_factory):
 
 def pretraining_steps(shards, world_size, micro, binning, steps, epoch=0, samples=0):
     """The sorted row ids of each of `steps` optimizer steps, read by every rank and micro-step
-    through the training loop's own epoch and position keeping (bert.training._Batches), and
+    through the training loop's own epoch and position keeping (bert.training.loop._Batches), and
     the position (epoch, samples) each rank would write into a checkpoint after them."""
     ranks = []
     for rank in range(world_size):

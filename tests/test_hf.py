@@ -10,10 +10,10 @@ import pytest
 import torch
 
 from bert.errors import UserError
-from bert.hf import to_hf_state_dict
-from bert.model_config import BertConfig
-from bert.modeling import BertForPreTraining, BertForQuestionAnswering, BertModel
-from bert.tokenization import load_tokenizer
+from bert.model.config import BertConfig
+from bert.model.hf import to_hf_state_dict
+from bert.model.network import BertForPreTraining, BertForQuestionAnswering, BertModel
+from bert.text.tokenization import load_tokenizer
 
 transformers = pytest.importorskip("transformers")
 torch.set_num_threads(2)
@@ -262,7 +262,7 @@ def test_old_checkpoints_load_gamma_beta_bin_and_prefixes(trained_pretraining_mo
 
 
 def test_missing_heads_start_fresh_with_a_warning(minilm_dir, trained_pretraining_model, tmp_path, caplog):
-    with caplog.at_level(logging.WARNING, logger="bert.hf"):
+    with caplog.at_level(logging.WARNING, logger="bert.model.hf"):
         pretraining = BertForPreTraining.from_pretrained(minilm_dir)
     assert "freshly initialised: mlm_transform.weight" in caplog.text
     assert "nsp_classifier.weight" in caplog.text
@@ -274,7 +274,7 @@ def test_missing_heads_start_fresh_with_a_warning(minilm_dir, trained_pretrainin
     model, _ = trained_pretraining_model
     model.save_pretrained(tmp_path / "pretrained")
     caplog.clear()
-    with caplog.at_level(logging.WARNING, logger="bert.hf"):
+    with caplog.at_level(logging.WARNING, logger="bert.model.hf"):
         qa = BertForQuestionAnswering.from_pretrained(tmp_path / "pretrained")
     assert "freshly initialised: qa_outputs.weight, qa_outputs.bias" in caplog.text
     assert "not used by BertForQuestionAnswering: bert.pooler.dense.bias" in caplog.text

@@ -7,8 +7,8 @@ import torch
 import torch.nn.functional as F
 
 from bert.errors import UserError
-from bert.model_config import BertConfig
-from bert.modeling import BertForPreTraining, BertForQuestionAnswering, BertModel
+from bert.model.config import BertConfig
+from bert.model.network import BertForPreTraining, BertForQuestionAnswering, BertModel
 
 torch.set_num_threads(2)
 

@@ -5,7 +5,16 @@ import pytest
 import torch
 from torch import nn
 
-from bert.optim import Lamb, build_optimizer, parameter_groups, warmup_poly_schedule
+from bert.training.optim import (
+    Lamb,
+    build_optimizer,
+    decay_start,
+    learning_rate_schedule,
+    parameter_groups,
+    warmup_poly_schedule,
+    warmup_stable_decay_schedule,
+)
+from bert.training.recipe import Recipe
 
 
 def reference_lamb_step(params, grads, states, lr, weight_decays, max_norm, beta1=0.9, beta2=0.999, eps=1e-6):
@@ -130,3 +139,44 @@ def test_schedule_without_warmup_starts_at_peak():
     optimizer = torch.optim.SGD([nn.Parameter(torch.zeros(1))], lr=1.0)
     schedule = warmup_poly_schedule(optimizer, 0, 10, power=1.0)
     assert schedule.get_last_lr()[0] == 1.0
+
+
+def wsd_rates(warmup: int, decay_start: int, total: int, shape: str, peak: float = 2.0) -> list[float]:
+    optimizer = torch.optim.SGD([nn.Parameter(torch.zeros(1))], lr=peak)
+    schedule = warmup_stable_decay_schedule(optimizer, warmup, decay_start, total, shape)
+    rates = []
+    for _ in range(total):
+        rates.append(schedule.get_last_lr()[0])
+        optimizer.step()
+        schedule.step()
+    rates.append(schedule.get_last_lr()[0])  # after the last step
+    return rates
+
+
+@pytest.mark.parametrize(
+    "shape, fall",
+    [("linear", lambda p: 1 - p), ("cosine", lambda p: 0.5 * (1 + math.cos(math.pi * p))),
+     ("1-sqrt", lambda p: 1 - math.sqrt(p))],
+)  # fmt: skip
+def test_warmup_stable_decay_schedule_boundaries(shape, fall):
+    # 12 steps: warm-up 0..3, the peak 4..7, the decay 8..11 (the first decay step still at the peak), 0 after.
+    rates = wsd_rates(warmup=4, decay_start=8, total=12, shape=shape)
+    assert rates[:4] == pytest.approx([0.5, 1.0, 1.5, 2.0])
+    assert rates[4:9] == pytest.approx([2.0] * 5)
+    assert rates[8:12] == pytest.approx([2.0 * fall((s - 8) / 4) for s in range(8, 12)])
+    assert rates[12] == 0.0 and all(a > b for a, b in zip(rates[8:12], rates[9:13]))
+
+
+def test_wsd_recipe_decay_start_and_poly_unchanged():
+    base = dict(optimizer="lamb", learning_rate=1.0, warmup_proportion=0.1, decay_power=0.5, weight_decay=0.0,
+                grad_clip=1.0, global_batch_size=1, micro_batch_size=1, seed=0, decay_share=0.2,
+                decay_shape="1-sqrt")  # fmt: skip
+    poly, wsd = Recipe(schedule="poly", **base), Recipe(schedule="wsd", **base)
+    assert decay_start(poly, 100) is None and decay_start(wsd, 100) == 80
+    assert decay_start(wsd, 3) == 2  # at least one decay step, never into the warm-up
+    optimizer = torch.optim.SGD([nn.Parameter(torch.zeros(1))], lr=1.0)
+    factor = learning_rate_schedule(optimizer, wsd, 100).lr_lambdas[0]
+    assert [factor(s) for s in (9, 10, 79, 80)] == [1.0, 1.0, 1.0, 1.0] and factor(85) == pytest.approx(0.5)
+    # poly is the schedule it always was: NVIDIA's (1 - progress) ** 0.5 after warm-up.
+    factor = learning_rate_schedule(optimizer, poly, 100).lr_lambdas[0]
+    assert factor(4) == pytest.approx(0.5) and factor(55) == pytest.approx((45 / 90) ** 0.5)

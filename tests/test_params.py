@@ -55,7 +55,8 @@ def test_the_schema_does_not_import_torch():
     done = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, check=True)
     assert (
         done.stdout.strip()
-        == "['bert.compute', 'bert.errors', 'bert.inputs', 'bert.model_presets', 'bert.recipe']"
+        == "['bert.compute', 'bert.errors', 'bert.inputs', 'bert.model', 'bert.model.presets', 'bert.training', "
+        "'bert.training.recipe']"
     )
 
 
@@ -77,7 +78,7 @@ def test_threads_per_rank_is_auto_or_a_count(project):
 
 
 def test_model_size_may_be_a_config_file_or_its_folder(project):
-    from bert.model_config import BertConfig
+    from bert.model.config import BertConfig
 
     config = {"vocab_size": 99, "hidden_size": 16, "num_hidden_layers": 1, "num_attention_heads": 2}
     (project / "hf").mkdir()

@@ -10,15 +10,15 @@ from pathlib import Path
 import pytest
 import torch
 
-import bert.finetune
-from bert.distributed import Distributed
-from bert.finetune import steps_for_epochs
-from bert.modeling import BertForQuestionAnswering
-from bert.optim import Lamb, learning_rate_schedule, recipe_optimizer
-from bert.recipe import FineTuningRecipe, Recipe, RunSettings
+import bert.training.finetune
+from bert.distributed.launch import Distributed
+from bert.model.network import BertForQuestionAnswering
 from bert.tasks.data import task_named
 from bert.tasks.model import load_task_model
-from bert.training import RunRecord
+from bert.training.finetune import steps_for_epochs
+from bert.training.loop import RunRecord
+from bert.training.optim import Lamb, decay_start, learning_rate_schedule, recipe_optimizer
+from bert.training.recipe import FineTuningRecipe, Recipe, RunSettings
 from stages import finetune_squad, finetune_task, predict_squad, predict_task, pretrain
 from stages.params import Finetune, Pretrain, load_params
 from tests.squad.test_stages import make_project as squad_project
@@ -32,7 +32,8 @@ ALONE = Distributed(rank=0, local_rank=0, world_size=1, device=torch.device("cpu
 RUN = {"precision": "bf16", "compile": True, "log_every": 3, "save_every": 9, "keep_last": 5, "resume": False,
        "max_nonfinite_steps": 7, "length_binning": True, "unpad": False}  # fmt: skip
 RECIPE = {"optimizer": "lamb", "epochs": 2, "global_batch_size": 4, "micro_batch_size": 2, "learning_rate": 3e-4,
-          "warmup_proportion": 0.25, "decay_power": 2.0, "weight_decay": 0.02, "grad_clip": 0.5, "seed": 7}  # fmt: skip
+          "warmup_proportion": 0.25, "decay_power": 2.0, "weight_decay": 0.02, "grad_clip": 0.5, "seed": 7,
+          "schedule": "poly", "decay_share": 0.2, "decay_shape": "1-sqrt"}  # fmt: skip
 
 
 def capture_training(monkeypatch) -> list:
@@ -42,7 +43,7 @@ def capture_training(monkeypatch) -> list:
         calls.append((batches, optimizer, scheduler, run))
         return {}
 
-    monkeypatch.setattr(bert.finetune, "train", train)
+    monkeypatch.setattr(bert.training.finetune, "train", train)
     monkeypatch.setattr(pretrain, "train", train)
     return calls
 
@@ -54,11 +55,11 @@ def test_the_library_types_of_a_run_have_no_defaults(kind):
 
 def test_params_blocks_are_the_library_types():
     """finetune and pretrain are RunSettings (and finetune.recipe a FineTuningRecipe) as they
-    stand in params.yaml, and bert.finetune.finetune takes them whole, each required."""
+    stand in params.yaml, and bert.training.finetune.finetune takes them whole, each required."""
     settings = {f.name for f in dataclasses.fields(RunSettings)}
     assert issubclass(Finetune, RunSettings) and issubclass(Pretrain, RunSettings)
     assert {f.name for f in dataclasses.fields(Finetune)} == settings | {"init", "recipe"}
-    keywords = inspect.signature(bert.finetune.finetune).parameters.values()
+    keywords = inspect.signature(bert.training.finetune.finetune).parameters.values()
     required = {p.name for p in keywords if p.kind is p.KEYWORD_ONLY and p.default is p.empty}
     assert required == {"recipe", "settings", "record", "rank", "world_size"}
 
@@ -121,7 +122,7 @@ def test_pretraining_is_configured_by_params_alone(tmp_path, monkeypatch, phase)
     root = make_workspace(tmp_path)
     shared = {**RUN, "grad_clip": 0.5, "decay_power": 2.0, "optimizer": "lamb"}
     per_phase = {"max_steps": 12, "global_batch_size": 6, "micro_batch_size": 3, "learning_rate": 3e-4,
-                 "warmup_proportion": 0.25, "weight_decay": 0.02}  # fmt: skip
+                 "warmup_proportion": 0.25, "weight_decay": 0.02, "decay_share": 0.5, "decay_shape": "cosine"}  # fmt: skip
     set_params(root, {**{f"pretrain.{k}": v for k, v in shared.items()}, "seed": 99,
                       **{f"pretrain.{phase}.{k}": v for k, v in per_phase.items()}})  # fmt: skip
     monkeypatch.chdir(root)
@@ -129,7 +130,8 @@ def test_pretraining_is_configured_by_params_alone(tmp_path, monkeypatch, phase)
     recipe = params.recipe(phase)
     assert recipe == Recipe(
         optimizer="lamb", learning_rate=3e-4, warmup_proportion=0.25, decay_power=2.0, weight_decay=0.02,
-        grad_clip=0.5, global_batch_size=6, micro_batch_size=3, seed=99,
+        grad_clip=0.5, global_batch_size=6, micro_batch_size=3, seed=99, schedule="poly", decay_share=0.5,
+        decay_shape="cosine",
     )  # fmt: skip
     assert params.run_settings(phase) == RunSettings(**RUN)
     record = pretrain.run_record(params, phase, {"phase": phase})
@@ -141,6 +143,12 @@ def test_pretraining_is_configured_by_params_alone(tmp_path, monkeypatch, phase)
     model = tiny_model(seed=0, dropout=0.0)
     optimizer = recipe_optimizer(model, recipe, use_apex=False)
     check_optimizer_and_schedule(optimizer, learning_rate_schedule(optimizer, recipe, 12), recipe, 12)
+    # The phase's schedule: wsd from params alone (decay over the last half of 12 steps, cosine).
+    set_params(root, {f"pretrain.{phase}.schedule": "wsd"})
+    wsd = load_params().recipe(phase)
+    assert wsd.schedule == "wsd" and decay_start(wsd, 12) == 6
+    factor = learning_rate_schedule(recipe_optimizer(model, wsd, use_apex=False), wsd, 12).lr_lambdas[0]
+    assert [factor(s) for s in (3, 5, 6, 9)] == pytest.approx([1.0, 1.0, 1.0, 0.5])
 
 
 def test_prediction_runs_in_finetune_precision_for_squad_and_tasks(tmp_path, uncased_vocab, monkeypatch):

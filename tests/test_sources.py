@@ -18,8 +18,8 @@ from pathlib import Path
 
 import pytest
 
+from bert.download.source_links import LISTING, link_sources
 from bert.errors import UserError
-from bert.source_links import LISTING, link_sources
 from bert.source_tree import STRICT, Rules
 from tests.support.stage_workspace import copy_project, run_stage, set_params
 
@@ -76,8 +76,8 @@ def repro(project: Path, target: str) -> list[str]:
 def save_weights(folder: Path, seed: int) -> None:
     import torch
 
-    from bert.model_config import BertConfig
-    from bert.modeling import BertForQuestionAnswering
+    from bert.model.config import BertConfig
+    from bert.model.network import BertForQuestionAnswering
     from tests.support.shard_fixtures import VOCAB, write_vocab
 
     folder.mkdir(exist_ok=True)
@@ -258,7 +258,7 @@ def test_a_source_deleted_after_a_good_run_hangs_nothing_and_is_relinked_where_p
     }
 
 
-# --- the slots themselves (bert.source_links) ------------------------------------------------------
+# --- the slots themselves (bert.download.source_links) ------------------------------------------------------
 
 
 def test_a_slot_links_one_source_or_lists_several(tmp_path, monkeypatch):

@@ -74,5 +74,5 @@ def test_an_edit_to_the_downloader_reruns_only_what_downloads():
         }, downloader
     fetch = {name.split("@")[0] for name in stages_depending_on("bert/download/fetch.py")}
     assert fetch == {"download", "download_squad", "download_weights", "download_task", "vocab"}
-    tokenizer = {name.split("@")[0] for name in stages_depending_on("bert/tokenization.py")}
+    tokenizer = {name.split("@")[0] for name in stages_depending_on("bert/text/tokenization.py")}
     assert {"finetune_squad", "finetune_task", "predict_squad", "examples"} <= tokenizer

@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 
 from bench.pretraining_data import wikipedia_documents
-from bert.tokenization import SentenceEncoder, load_tokenizer
+from bert.text.tokenization import SentenceEncoder, load_tokenizer
 
 SYNTHETIC = [
     "Héllo Wörld! Ça va? Naïve façade, coöperate, Ångström, Øresund.",

@@ -9,12 +9,12 @@ import pytest
 import torch
 from torch import nn
 
-from bert.checkpoints import list_checkpoints, save_checkpoint
 from bert.errors import UserError
-from bert.optim import build_optimizer, warmup_poly_schedule
 from bert.pretraining.loader import DynamicMasking, PretrainingData
 from bert.pretraining.loss import pretraining_objective
-from bert.training import per_row, truncate_live_history
+from bert.training.checkpoints import list_checkpoints, save_checkpoint
+from bert.training.loop import per_row, truncate_live_history
+from bert.training.optim import build_optimizer, warmup_poly_schedule, warmup_stable_decay_schedule
 from tests.support.loop import run_loop
 from tests.support.shard_fixtures import tiny_model, write_shard, write_shards, write_vocab
 from tests.support.stage_workspace import REPO
@@ -142,7 +142,7 @@ def test_corrupt_newest_checkpoint_falls_back_to_the_previous_one(tmp_path, capl
 def test_every_corrupt_checkpoint_is_kept_even_of_one_step(tmp_path):
     """A step whose checkpoint goes bad twice (written again after the first, and damaged again)
     keeps both files: the second used to replace the first, the evidence docs say is never deleted."""
-    from bert.checkpoints import newest_readable_checkpoint
+    from bert.training.checkpoints import newest_readable_checkpoint
 
     for damaged in (b"first", b"second", b"third"):
         (tmp_path / "step-00000008.pt").write_bytes(damaged)
@@ -330,7 +330,7 @@ def test_other_settings_resume_an_unfinished_run_and_train_a_finished_one_again(
     long run resumes across a switch of them; but a finished run asked again with new settings is
     a new variant (`dvc exp run -S finetune.precision=bf16`): resuming it would train nothing."""
     shards = write_shards(tmp_path / "shards")
-    caplog.set_level("INFO", logger="bert.training")
+    caplog.set_level("INFO", logger="bert.training.loop")
     pretrain(tmp_path, shards, 2)
     _, resumed = pretrain(tmp_path, shards, 4, precision="bf16", execution={"unpad": False})
     assert (
@@ -351,8 +351,8 @@ def test_other_settings_resume_an_unfinished_run_and_train_a_finished_one_again(
     newest = torch.load(list_checkpoints(tmp_path / "checkpoints")[-1], weights_only=False)
     assert newest["execution"]["unpad"] is True and newest["execution"]["precision"] == "bf16"
 
-    caplog.clear()  # the code changed since (a fix in bert/modeling.py, say): `dvc repro` trains again
-    monkeypatch.setattr("bert.training.source_fingerprint", lambda: "edited")
+    caplog.clear()  # the code changed since (a fix in bert/model/network.py, say): `dvc repro` trains again
+    monkeypatch.setattr("bert.training.loop.source_fingerprint", lambda: "edited")
     pretrain(tmp_path, shards, 4, precision="bf16", execution={"unpad": True})
     assert (
         "the run finished with other settings (the code (bert/, stages/)); training it again" in caplog.text
@@ -372,13 +372,19 @@ def test_training_stages_import_the_code_their_loop_runs_before_it_starts(stage)
     imported = subprocess.run(
         [sys.executable, "-c", script], cwd=REPO, capture_output=True, text=True, check=True
     ).stdout
-    loop = ["bert.binning", "bert.checkpoints", "bert.distributed", "bert.modeling", "bert.optim"]
-    loop += ["bert.precision", "bert.training"]
+    loop = [
+        "bert.training.binning",
+        "bert.training.checkpoints",
+        "bert.distributed.launch",
+        "bert.model.network",
+        "bert.training.optim",
+    ]
+    loop += ["bert.model.precision", "bert.training.loop"]
     pretraining_only = ["bert.pretraining.masking", "bert.pretraining.loss", "bert.pretraining.loader"]
     if stage == "stages.pretrain":
         loop += pretraining_only
     else:
-        loop += ["bert.finetune", "bert.squad", "bert.tokenization"]
+        loop += ["bert.training.finetune", "bert.squad", "bert.text.tokenization"]
         # an edit of the pretraining code must not rerun fine-tuning (or train a finished run again)
         assert not any(f"'{module}'" in imported for module in pretraining_only), imported
     assert all(f"'{module}'" in imported for module in loop), imported
@@ -388,7 +394,7 @@ def test_source_fingerprint_follows_the_project_modules_imported(tmp_path, monke
     import sys
     import types
 
-    from bert.checkpoints import source_fingerprint
+    from bert.training.checkpoints import source_fingerprint
 
     before = source_fingerprint()
     assert source_fingerprint() == before
@@ -548,3 +554,44 @@ def test_loader_rejects_bad_shards(tmp_path):
         PretrainingData(
             write_shards(tmp_path / "s", sizes=(3,)), global_batch_size=4, micro_batch_size=4, seed=0
         )
+
+
+def test_save_checkpoint_keeps_the_pre_decay_step_past_keep_last(tmp_path):
+    for step in (3, 6, 9, 12):
+        save_checkpoint(tmp_path, step, {"step": step}, keep_last=1, keep_step=6)
+    assert [p.name for p in list_checkpoints(tmp_path)] == ["step-00000006.pt", "step-00000012.pt"]
+
+
+def wsd_pretrain(directory, shards, max_steps):
+    """A warmup-stable-decay run over `max_steps`: warm-up 2 steps, decay over the last quarter
+    (the loop's recipe says the same: warmup_proportion 0 there, decay_share 0.25)."""
+    start = max_steps - round(0.25 * max_steps)
+    model = tiny_model(seed=0, dropout=0.1)
+    optimizer = build_optimizer(model, "lamb", 5e-3, 0.01)
+    scheduler = warmup_stable_decay_schedule(optimizer, 2, start, max_steps, "1-sqrt")
+    data = PretrainingData(shards, global_batch_size=8, micro_batch_size=8, seed=7)
+    run_loop(
+        model, data, pretraining_objective, optimizer, scheduler, max_steps=max_steps, save_every=5,
+        keep_last=1, log_every=2, checkpoint_dir=directory / "checkpoints", seed=3, schedule="wsd",
+        decay_share=0.25, live_dir=directory / "live",
+    )  # fmt: skip
+    return model
+
+
+def test_extended_wsd_run_goes_on_from_the_pre_decay_checkpoint(tmp_path, caplog):
+    shards = write_shards(tmp_path / "shards")
+    straight = wsd_pretrain(tmp_path / "straight", shards, 12)  # decays from step 9
+    wsd_pretrain(tmp_path / "extended", shards, 8)  # decays from step 6: step 6 kept past keep_last 1
+    folder = tmp_path / "extended" / "checkpoints"
+    assert [p.name for p in list_checkpoints(folder)] == ["step-00000006.pt", "step-00000008.pt"]
+    with caplog.at_level("WARNING"):
+        extended = wsd_pretrain(tmp_path / "extended", shards, 12)
+    assert "going on from the pre-decay checkpoint" in caplog.text
+    # Steps 0-5 ran at the same rates in both runs: from step 6 on, the 12-step run's own.
+    for (name, a), b in zip(straight.state_dict().items(), extended.state_dict().values()):
+        assert torch.equal(a, b), name
+    (aside,) = folder.glob("previous-*-decayed")  # the decayed end moved, not deleted
+    assert [p.name for p in list_checkpoints(aside)] == ["step-00000008.pt"]
+    assert [p.name for p in list_checkpoints(folder)] == ["step-00000009.pt", "step-00000012.pt"]
+    steps = [int(line.split("\t")[0]) for line in loss_curve(tmp_path / "extended" / "live").splitlines()[1:]]
+    assert steps == list(range(2, 13, 2))  # the decayed rows after step 6 dropped, logged again

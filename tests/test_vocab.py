@@ -1,4 +1,4 @@
-"""Vocabularies (bert.vocab): WordPiece trained deterministically, Google's downloaded, a user's file
+"""Vocabularies (bert.text.vocab): WordPiece trained deterministically, Google's downloaded, a user's file
 checked; each with the casing it is loaded with."""
 
 import json
@@ -8,8 +8,8 @@ import numpy as np
 import pytest
 
 from bert.errors import UserError
-from bert.tokenization import SPECIAL_TOKENS, continuation_table, load_tokenizer
-from bert.vocab import prepare_vocab, save_vocab, train_wordpiece
+from bert.text.tokenization import SPECIAL_TOKENS, continuation_table, load_tokenizer
+from bert.text.vocab import prepare_vocab, save_vocab, train_wordpiece
 
 
 def training_text(count=400):
@@ -65,7 +65,7 @@ def test_prepare_vocab_google_goes_through_download(tmp_path, uncased_vocab, mon
         calls.append((source, checksum))
         Path(dest_path).write_bytes(Path(source).read_bytes())
 
-    monkeypatch.setattr("bert.vocab.download", download)
+    monkeypatch.setattr("bert.text.vocab.download", download)
     path = prepare_vocab("google", tmp_path / "vocab", True, url=str(uncased_vocab), checksum="sha256:x")
     assert calls == [(str(uncased_vocab), "sha256:x")]
     tokenizer = load_tokenizer(path)

@@ -4,6 +4,6 @@
 - `mixing`: the corpora's documents or instances mixed into the output shards (intra | inter);
 - `masking`: masked-LM positions (80% [MASK] / 10% random / 10% kept; whole-word optional);
 - `hdf5`: the example-shard files (NVIDIA's layout), written and read;
-- `loader`: global batches of those shards for bert.training, dynamic masking, length binning;
+- `loader`: global batches of those shards for bert.training.loop, dynamic masking, length binning;
 - `loss`: the MLM + NSP objective.
 """

@@ -15,7 +15,7 @@ The semantics are Google's `create_pretraining_data.py` (also NVIDIA's copy of i
 With `next_sentence=False` (MLM only, RoBERTa's FULL-SENTENCES) there are no pairs: see create_packed.
 
 What differs is the machinery, for speed: sentences are tokenised in batches (with a word cache,
-see bert.tokenization.SentenceEncoder) into one flat int32 array, so a segment is just a (start,
+see bert.text.tokenization.SentenceEncoder) into one flat int32 array, so a segment is just a (start,
 length) span of that array; pair building is a small Python loop over sentence lengths; the
 instance matrices and the masks are built with NumPy for thousands of instances at once. Each
 input shard is an independent task seeded from (seed, shard index), so outputs do not depend on
@@ -44,7 +44,7 @@ from bert.errors import UserError, run_main
 from bert.parallel import run_tasks
 from bert.pretraining.hdf5 import ShardWriter, copy_instances, shard_attrs
 from bert.pretraining.masking import mask_batch
-from bert.tokenization import SentenceEncoder, continuation_table, load_tokenizer
+from bert.text.tokenization import SentenceEncoder, continuation_table, load_tokenizer
 
 log = logging.getLogger(__name__)
 

@@ -3,7 +3,7 @@
 Each epoch has one global sample order: the shards in an order shuffled from (seed, epoch), each
 shard's rows in file order (example creation already shuffled the instances). Global batch j (one
 optimizer step) is rows [j*G, (j+1)*G) of that order (G = global batch size); rank r takes at
-micro-step m the slice bert.global_batch.micro_slice(m, r, W) of B rows of it (B = micro-batch,
+micro-step m the slice bert.training.global_batch.micro_slice(m, r, W) of B rows of it (B = micro-batch,
 W = world size), read straight from its part of the shard files. So the rows of every optimizer
 step depend only on the seed, the epoch and the global batch, not on W or the accumulation — which
 is what lets a checkpoint resume on another number of GPUs, exactly.
@@ -12,7 +12,7 @@ Each micro-batch is cut to its longest real sequence (input_mask sum), rounded u
 8 for the tensor cores: the model computes the same outputs for the real tokens, and the masked
 positions stay valid, so a phase-2 batch of short pairs costs what it holds, not 512 columns.
 With `length_binning`, global batches are also formed from sequences of similar length
-(bert.binning), still a function of (seed, epoch, global batch) only, and so are their micro-batches.
+(bert.training.binning), still a function of (seed, epoch, global batch) only, and so are their micro-batches.
 
 The position inside an epoch is "global samples consumed", a multiple of G; `skip_samples` resumes
 there exactly. Shards written with `masking="dynamic"` hold unmasked pairs: the loader masks each
@@ -20,11 +20,12 @@ piece of a batch with bert.pretraining.masking.mask_batch and an rng seeded from
 row), so masks change every epoch and a resumed run draws the same masks as an uninterrupted one.
 
 Loader worker processes outlive the pre-emption signals (SIGTERM, SIGUSR1) unless their own rank
-sends them: the rank stops at its next step boundary and checkpoints (bert.training), and needs
+sends them: the rank stops at its next step boundary and checkpoints (bert.training.loop), and needs
 them until then. They are in the rank's process group, which torchrun signals as a whole, and a
 scheduler's `scancel` signals every process: a worker that died of it would end the rank mid-step.
 """
 
+import contextlib
 import os
 import signal
 import threading
@@ -36,12 +37,12 @@ import numpy as np
 import torch
 from torch.utils.data import DataLoader, Dataset
 
-from bert.binning import bin_by_length, window_batches
-from bert.collectives import PREEMPTION_SIGNALS
 from bert.errors import UserError
-from bert.global_batch import accumulation_steps, micro_slice
 from bert.pretraining.hdf5 import NAMES, describe_shards
 from bert.pretraining.masking import mask_batch
+from bert.training.binning import bin_by_length, window_batches
+from bert.training.collectives import PREEMPTION_SIGNALS
+from bert.training.global_batch import accumulation_steps, micro_slice
 
 PAD_TO_MULTIPLE = 8  # tensor-core friendly widths, and at most S/8 shapes for torch.compile
 
@@ -146,7 +147,24 @@ class PretrainingData:
             generator=torch.Generator().manual_seed(self.seed * 1000003 + self.epoch),
             worker_init_fn=ignore_preemption_signals,
         )
-        yield from loader
+        # Workers are born with the signals blocked (a fork keeps the forking thread's mask), so
+        # one sent while a worker is still starting waits for its handler instead of killing it.
+        with preemption_signals_blocked():
+            workers = iter(loader)
+        yield from workers
+
+
+@contextlib.contextmanager
+def preemption_signals_blocked():
+    """Hold the pre-emption signals pending in this thread; they are delivered when it ends."""
+    if not hasattr(signal, "pthread_sigmask"):
+        yield
+        return
+    before = signal.pthread_sigmask(signal.SIG_BLOCK, {getattr(signal, name) for name in PREEMPTION_SIGNALS})
+    try:
+        yield
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, before)
 
 
 def ignore_preemption_signals(worker_id: int) -> None:

@@ -1,11 +1,11 @@
-"""The pretraining objective `bert.training.train` minimises in the pretraining stages: MLM loss,
+"""The pretraining objective `bert.training.loop.train` minimises in the pretraining stages: MLM loss,
 a mean over every masked token of the global batch, plus NSP loss, a mean over its sequences
 (when the batches have next-sentence labels: not from MLM-only shards)."""
 
 import torch
 from torch import nn
 
-from bert.training import Objective
+from bert.training.loop import Objective
 
 
 def pretraining_loss(model: nn.Module, batch: dict) -> tuple[dict[str, torch.Tensor], dict]:

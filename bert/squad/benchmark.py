@@ -20,12 +20,12 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from bert.modeling import BertForQuestionAnswering
-from bert.optim import build_optimizer
-from bert.precision import AUTOCAST_DTYPES
+from bert.model.network import BertForQuestionAnswering
+from bert.model.precision import AUTOCAST_DTYPES
 from bert.squad.dataset import load_examples
 from bert.squad.features import SquadFeatures, make_features
 from bert.squad.predict import predict_logits
+from bert.training.optim import build_optimizer
 
 
 def random_inputs(
@@ -225,7 +225,7 @@ def _prefixed(prefix: str, figures: dict) -> dict:
 
 
 class TrainingStep:
-    """One fine-tuning step as finetune_squad takes it (bert.training.train): autocast forward,
+    """One fine-tuning step as finetune_squad takes it (bert.training.loop.train): autocast forward,
     QA loss, (scaled) backward, gradient clipping at 1.0, AdamW."""
 
     def __init__(self, model: BertForQuestionAnswering, precision: str = "fp32"):

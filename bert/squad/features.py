@@ -50,7 +50,7 @@ class SquadFeatures:
         return len(self.input_ids)
 
     def training_arrays(self) -> dict[str, np.ndarray]:
-        """What the QA model trains on, by its argument names (bert.finetune.FineTuningBatches)."""
+        """What the QA model trains on, by its argument names (bert.training.finetune.FineTuningBatches)."""
         names = ("input_ids", "token_type_ids", "attention_mask", "start_positions", "end_positions")
         return {name: getattr(self, name) for name in names}
 

@@ -1,12 +1,12 @@
 """A question-answering model over SQuAD windows: start and end logits of every window (stage
-predict_squad, `python -m bert.squad.ask`, the benchmark), through bert.inference's loop."""
+predict_squad, `python -m bert.squad.ask`, the benchmark), through bert.training.inference's loop."""
 
 import numpy as np
 import torch
 from torch import nn
 
-from bert.inference import batched_outputs
 from bert.squad.features import SquadFeatures
+from bert.training.inference import batched_outputs
 
 
 def predict_logits(

@@ -34,7 +34,7 @@ class TaskFeatures:
         }
 
     def training_arrays(self) -> dict[str, np.ndarray]:
-        """What the model trains on, by its argument names (bert.finetune.FineTuningBatches)."""
+        """What the model trains on, by its argument names (bert.training.finetune.FineTuningBatches)."""
         return {**self.model_inputs(), "labels": self.labels}
 
 

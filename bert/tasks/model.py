@@ -3,7 +3,7 @@
 
 from pathlib import Path
 
-from bert.modeling import BertForMultipleChoice, BertForSequenceClassification
+from bert.model.network import BertForMultipleChoice, BertForSequenceClassification
 from bert.tasks.data import Task
 
 

@@ -4,9 +4,9 @@ import numpy as np
 import torch
 from torch import nn
 
-from bert.inference import batched_outputs
 from bert.tasks.data import Task
 from bert.tasks.features import TaskFeatures
+from bert.training.inference import batched_outputs
 
 
 def predict_logits(

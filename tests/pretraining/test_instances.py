@@ -17,7 +17,7 @@ from bert.pretraining.instances import (
     truncation,
 )
 from bert.pretraining.masking import mask_batch
-from bert.tokenization import continuation_table, load_tokenizer
+from bert.text.tokenization import continuation_table, load_tokenizer
 
 MAX_SEQ, MAX_PRED = 64, 10
 

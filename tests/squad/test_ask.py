@@ -8,8 +8,8 @@ import pytest
 import torch
 
 from bert.errors import run_main
-from bert.model_config import BertConfig
-from bert.modeling import BertForQuestionAnswering
+from bert.model.config import BertConfig
+from bert.model.network import BertForQuestionAnswering
 from bert.squad.ask import main
 
 CONTEXT = (

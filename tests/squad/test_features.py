@@ -14,7 +14,7 @@ from bert.errors import UserError
 from bert.squad.answers import postprocess
 from bert.squad.dataset import Answer, SquadExample, dataset_version, load_examples
 from bert.squad.features import make_features, window_starts
-from bert.tokenization import load_tokenizer
+from bert.text.tokenization import load_tokenizer
 
 # Contexts with the text SQuAD really has: accents (precomposed and decomposed), curly quotes,
 # dashes, non-breaking spaces, tabs, newlines, double spaces, zero-width spaces, CJK.

@@ -22,9 +22,15 @@ def imported(module: str) -> set[str]:
     "module, not_imported",
     [
         ("stages.finetune_squad", {"bert.squad.answers", "bert.squad.predict", "bert.squad.evaluation"}),
-        ("stages.predict_squad", {"bert.squad.evaluation", "bert.finetune", "bert.pretraining.loader"}),
+        (
+            "stages.predict_squad",
+            {"bert.squad.evaluation", "bert.training.finetune", "bert.pretraining.loader"},
+        ),
         ("stages.evaluate_squad", {"torch", "numpy", "bert.squad.features", "bert.squad.answers"}),
-        ("stages.benchmark", {"bench", "bert.finetune", "bert.squad.answers", "bert.squad.evaluation"}),
+        (
+            "stages.benchmark",
+            {"bench", "bert.training.finetune", "bert.squad.answers", "bert.squad.evaluation"},
+        ),
         ("bert.squad.__main__", {"torch", "numpy"}),
     ],
 )

@@ -14,16 +14,16 @@ import random
 import numpy as np
 import torch
 
-from bert.finetune import FineTuningBatches, question_answering_objective, steps_for_epochs
-from bert.model_config import BertConfig
-from bert.modeling import BertForQuestionAnswering
-from bert.optim import build_optimizer, warmup_poly_schedule
+from bert.model.config import BertConfig
+from bert.model.network import BertForQuestionAnswering
 from bert.squad.answers import postprocess
 from bert.squad.dataset import Answer, SquadExample
 from bert.squad.evaluation import evaluate
 from bert.squad.features import make_features
 from bert.squad.predict import predict_logits
-from bert.tokenization import SPECIAL_TOKENS, load_tokenizer
+from bert.text.tokenization import SPECIAL_TOKENS, load_tokenizer
+from bert.training.finetune import FineTuningBatches, question_answering_objective, steps_for_epochs
+from bert.training.optim import build_optimizer, warmup_poly_schedule
 from tests.support.loop import run_loop
 
 NAMES = [

@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 import torch
 
-from bert.model_config import BertConfig
-from bert.modeling import BertForQuestionAnswering
+from bert.model.config import BertConfig
+from bert.model.network import BertForQuestionAnswering
 from tests.support.stage_workspace import set_params, write_params
 
 REPO = Path(__file__).resolve().parents[2]
@@ -178,8 +178,8 @@ def test_missing_init_is_one_clear_line(tmp_path, uncased_vocab):
 
 
 def test_batches_split_ranks_reshuffle_epochs_and_resume():
-    from bert.finetune import FineTuningBatches, steps_for_epochs
     from bert.squad.features import SquadFeatures
+    from bert.training.finetune import FineTuningBatches, steps_for_epochs
 
     num, seq = 23, 10
     lengths = 3 + torch.arange(num) % 6
@@ -262,7 +262,7 @@ def _windows(lengths: list[int], seq: int, seed: int = 0):
 
 def test_length_binned_batches_cover_each_window_once_with_less_padding_and_resume():
     from bench.padding import padding_waste
-    from bert.finetune import FineTuningBatches
+    from bert.training.finetune import FineTuningBatches
 
     g = torch.Generator().manual_seed(3)
     features = _windows((20 + torch.randint(0, 360, (1000,), generator=g)).tolist(), seq=384)

@@ -7,11 +7,11 @@ from pathlib import Path
 
 import torch
 
-from bert.collectives import rank_and_world_size
-from bert.distributed import setup_distributed
-from bert.optim import build_optimizer, warmup_poly_schedule
+from bert.distributed.launch import setup_distributed
 from bert.pretraining.loader import PretrainingData
 from bert.pretraining.loss import pretraining_objective
+from bert.training.collectives import rank_and_world_size
+from bert.training.optim import build_optimizer, warmup_poly_schedule
 from tests.support.loop import run_loop
 from tests.support.shard_fixtures import tiny_model
 

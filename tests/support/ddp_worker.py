@@ -7,9 +7,9 @@ from types import SimpleNamespace
 import torch
 from torch import nn
 
-from bert.distributed import Distributed, launch
-from bert.optim import build_optimizer, warmup_poly_schedule
-from bert.training import per_row
+from bert.distributed.launch import Distributed, launch
+from bert.training.loop import per_row
+from bert.training.optim import build_optimizer, warmup_poly_schedule
 from tests.support.loop import run_loop
 
 

@@ -7,10 +7,10 @@ import sys
 import torch
 from torch import nn
 
-from bert.distributed import setup_distributed
+from bert.distributed.launch import setup_distributed
 from bert.errors import run_main
-from bert.optim import build_optimizer, warmup_poly_schedule
-from bert.training import per_row
+from bert.training.loop import per_row
+from bert.training.optim import build_optimizer, warmup_poly_schedule
 from tests.support.loop import run_loop
 
 

@@ -7,8 +7,8 @@ import numpy as np
 import torch
 from safetensors.torch import load_file
 
-from bert.model_config import BertConfig
-from bert.modeling import BertForPreTraining
+from bert.model.config import BertConfig
+from bert.model.network import BertForPreTraining
 from bert.pretraining.masking import mask_batch
 
 VOCAB = (

@@ -9,7 +9,7 @@ import pytest
 from bert.errors import UserError
 from bert.tasks.data import TASKS, find_split_files, read_split
 from bert.tasks.features import make_features, truncate_pair
-from bert.tokenization import load_tokenizer
+from bert.text.tokenization import load_tokenizer
 from tests.support.shard_fixtures import write_vocab
 
 SWAG_HEADER = ",video-id,fold-ind,startphrase,sent1,sent2,gold-source,ending0,ending1,ending2,ending3,label"

@@ -10,11 +10,11 @@ import pytest
 import torch
 
 from bert.errors import UserError
-from bert.model_config import BertConfig
-from bert.modeling import BertForMultipleChoice, BertForSequenceClassification, BertModel
-from bert.optim import warmup_poly_schedule
+from bert.model.config import BertConfig
+from bert.model.network import BertForMultipleChoice, BertForSequenceClassification, BertModel
 from bert.tasks.metrics import accuracy, pearson
-from bert.tokenization import load_tokenizer
+from bert.text.tokenization import load_tokenizer
+from bert.training.optim import warmup_poly_schedule
 from tests.test_hf import padded_batch
 
 transformers = pytest.importorskip("transformers")
@@ -84,7 +84,7 @@ def as_if_fine_tuned(classifier: torch.nn.Linear) -> None:
 
 
 def ours_logged(caplog) -> list[str]:
-    return [record.getMessage() for record in caplog.records if record.name == "bert.hf"]
+    return [record.getMessage() for record in caplog.records if record.name == "bert.model.hf"]
 
 
 @pytest.mark.parametrize("head", HEADS)
@@ -98,7 +98,7 @@ def test_transformers_fine_tuned_heads_give_their_logits_and_loss(
     theirs.save_pretrained(tmp_path / "theirs")
     if head == "2 labels":  # transformers writes no id2label for its default of 2 labels...
         assert "id2label" not in json.loads((tmp_path / "theirs" / "config.json").read_text())
-    with caplog.at_level(logging.WARNING, logger="bert.hf"):
+    with caplog.at_level(logging.WARNING, logger="bert.model.hf"):
         ours = ours_cls.from_pretrained(tmp_path / "theirs")  # ...so the classifier tells the count
     assert not ours_logged(caplog)  # nothing missing, nothing unused
     if ours_cls is BertForSequenceClassification:
@@ -159,7 +159,7 @@ def test_unpadded_heads_give_the_padded_logits(head, minilm_dir, batches):
 
 
 def test_fresh_heads_follow_the_callers_seed(minilm_dir, caplog):
-    with caplog.at_level(logging.WARNING, logger="bert.hf"):
+    with caplog.at_level(logging.WARNING, logger="bert.model.hf"):
         torch.manual_seed(3)
         first = BertForSequenceClassification.from_pretrained(minilm_dir, num_labels=3)
     assert ours_logged(caplog) == [f"{minilm_dir}: not in the checkpoint, freshly initialised: classifier.weight, classifier.bias"]  # fmt: skip
@@ -224,7 +224,7 @@ def test_num_labels_come_from_the_folder_or_must_agree_with_it(tmp_path, caplog)
     config_file = tmp_path / "pretrained" / "config.json"
     config = json.loads(config_file.read_text())
     config_file.write_text(json.dumps({**config, "id2label": {"0": "LABEL_0", "1": "LABEL_1"}}))
-    with caplog.at_level(logging.WARNING, logger="bert.hf"):
+    with caplog.at_level(logging.WARNING, logger="bert.model.hf"):
         fresh = BertForSequenceClassification.from_pretrained(tmp_path / "pretrained", num_labels=3)
     assert (
         fresh.num_labels == 3 and "id2label has 2 labels, but the weights hold no classifier" in caplog.text
@@ -275,7 +275,7 @@ def test_labels_heads_and_dropout_as_the_task_gives_them(tmp_path):
     assert BertForMultipleChoice(config).dropout.p == 0.3
 
 
-# Learnable synthetic tasks, on ids of our vocabulary layout (bert.tokenization.SPECIAL_TOKENS:
+# Learnable synthetic tasks, on ids of our vocabulary layout (bert.text.tokenization.SPECIAL_TOKENS:
 # [PAD] 0, [UNK] 1, [CLS] 2, [SEP] 3, [MASK] 4) and twenty ordinary words 5..24.
 CLS, SEP, FIRST_WORD, VOCAB = 2, 3, 5, 25
 MARK = FIRST_WORD  # the word the classification and regression tasks look for

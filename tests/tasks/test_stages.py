@@ -13,8 +13,8 @@ import torch
 from scipy.stats import pearsonr, spearmanr
 from sklearn.metrics import accuracy_score
 
-from bert.model_config import BertConfig
-from bert.modeling import BertForQuestionAnswering
+from bert.model.config import BertConfig
+from bert.model.network import BertForQuestionAnswering
 from bert.tasks.data import TASKS, read_split
 from tests.support.stage_workspace import run_stage, set_params, write_params
 

@@ -11,7 +11,7 @@ import math
 import torch
 from torch import nn
 
-from bert.recipe import Recipe
+from bert.training.recipe import Recipe
 
 log = logging.getLogger(__name__)
 
@@ -135,7 +135,7 @@ def build_optimizer(
                     groups, lr=learning_rate, eps=1e-6, max_grad_norm=float("inf"), use_nvlamb=True
                 )
             except Exception as error:  # not importable, or built without its CUDA extensions
-                log.info("pretrain.use_apex is on but apex's FusedLAMB is not usable (%s: %s); using bert.optim.Lamb",
+                log.info("pretrain.use_apex is on but apex's FusedLAMB is not usable (%s: %s); using bert.training.optim.Lamb",
                          type(error).__name__, error)  # fmt: skip
         return Lamb(groups, lr=learning_rate, eps=1e-6)
     if name == "adamw":
@@ -192,10 +192,62 @@ def warmup_poly_schedule(
     return torch.optim.lr_scheduler.LambdaLR(optimizer, factor)
 
 
+# How a warmup-stable-decay schedule falls from the peak (1) to 0 as the decay's progress p goes
+# from 0 to 1. 1-sqrt is the one to choose by default: in Hägele et al. 2024 ("Scaling Laws and
+# Compute-Optimal Training Beyond Fixed Training Durations") a 1-sqrt cool-down matched or beat
+# cosine over the whole run and beat linear, and it is ModernBERT's; linear and cosine are there
+# to compare against.
+DECAY_SHAPES = {
+    "linear": lambda p: 1.0 - p,
+    "cosine": lambda p: 0.5 * (1.0 + math.cos(math.pi * p)),
+    "1-sqrt": lambda p: 1.0 - math.sqrt(p),
+}
+
+
+def warmup_stable_decay_schedule(
+    optimizer: torch.optim.Optimizer, warmup_steps: int, decay_start: int, total_steps: int, shape: str
+) -> torch.optim.lr_scheduler.LambdaLR:
+    """Linear warm-up over `warmup_steps` (as `warmup_poly_schedule`), the peak rate until step
+    `decay_start`, then a decay to 0 at `total_steps` of `shape` (DECAY_SHAPES): factor
+    shape((step - decay_start) / (total - decay_start)), so the first decay step still runs at
+    the peak and the last one just above 0, as in the polynomial schedule. The checkpoint after
+    `decay_start` steps is the last one the decay has not touched (bert.training.loop keeps it)."""
+    if total_steps < 1 or not 0 <= warmup_steps <= decay_start <= total_steps:
+        raise ValueError(
+            f"need 0 <= warmup_steps ({warmup_steps}) <= decay_start ({decay_start}) <= total_steps "
+            f"({total_steps}) and total_steps >= 1"
+        )
+    fall = DECAY_SHAPES[shape]
+
+    def factor(step: int) -> float:
+        if step < warmup_steps:
+            return (step + 1) / warmup_steps
+        if step < decay_start:
+            return 1.0
+        return max(0.0, fall(min(1.0, (step - decay_start) / max(1, total_steps - decay_start))))
+
+    return torch.optim.lr_scheduler.LambdaLR(optimizer, factor)
+
+
+def decay_start(recipe: Recipe, max_steps: int) -> int | None:
+    """The step at which a wsd recipe's decay begins over a run of `max_steps` (the last
+    `decay_share` of the steps, at least one, never into the warm-up); None for poly, whose decay
+    is the whole run after warm-up."""
+    if recipe.schedule != "wsd":
+        return None
+    warmup_steps = round(recipe.warmup_proportion * max_steps)
+    decay_steps = max(1, round(recipe.decay_share * max_steps))
+    return max(warmup_steps, max_steps - decay_steps)
+
+
 def learning_rate_schedule(
     optimizer: torch.optim.Optimizer, recipe: Recipe, max_steps: int
 ) -> torch.optim.lr_scheduler.LambdaLR:
     """The recipe's schedule over a run of `max_steps` optimizer steps: linear warm-up over
-    `warmup_proportion` of them, then polynomial decay to 0 with `decay_power`."""
+    `warmup_proportion` of them, then (poly) polynomial decay to 0 with `decay_power`, or (wsd)
+    the peak until `decay_start`, then `decay_shape` down to 0."""
     warmup_steps = round(recipe.warmup_proportion * max_steps)
+    if recipe.schedule == "wsd":
+        start = decay_start(recipe, max_steps)
+        return warmup_stable_decay_schedule(optimizer, warmup_steps, start, max_steps, recipe.decay_shape)
     return warmup_poly_schedule(optimizer, warmup_steps, max_steps, recipe.decay_power)

@@ -1,6 +1,6 @@
 """BERT's hyper-parameters (`BertConfig`, under the field names of Hugging Face's config.json),
 checked in one place whichever way they come: a size preset, `model.size`'s config.json, a weights
-or fine-tuned folder, export. Kept apart from the network (bert/modeling.py), so that the model
+or fine-tuned folder, export. Kept apart from the network (bert/model/network.py), so that the model
 file opens with the model, and reading a config needs no torch."""
 
 import json
@@ -12,11 +12,11 @@ from pathlib import Path
 
 from bert.errors import UserError
 from bert.inputs import read_json
-from bert.model_presets import PRESETS, config_file
+from bert.model.presets import PRESETS, config_file
 
 log = logging.getLogger(__name__)
 
-# The activations config.json may name (hidden_act); bert.modeling has their functions.
+# The activations config.json may name (hidden_act); bert.model.network has their functions.
 ACTIVATIONS = ("gelu", "gelu_new", "gelu_pytorch_tanh", "relu")
 
 

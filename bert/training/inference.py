@@ -9,8 +9,8 @@ import torch
 from torch import nn
 from tqdm import tqdm
 
-from bert.binning import sequence_lengths, trimmed_length
-from bert.precision import AUTOCAST_DTYPES
+from bert.model.precision import AUTOCAST_DTYPES
+from bert.training.binning import sequence_lengths, trimmed_length
 
 
 def batched_outputs(

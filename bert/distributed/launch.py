@@ -35,10 +35,10 @@ from typing import Protocol
 import torch
 import torch.distributed as dist
 
-from bert.checkpoints import checkpoint_step, newest_checkpoint
-from bert.collectives import PREEMPTION_SIGNALS
+from bert.distributed.torchrun import REPORT_ENV, record_rank_error
 from bert.errors import UserError, first_line
-from bert.torchrun import REPORT_ENV, record_rank_error
+from bert.training.checkpoints import checkpoint_step, newest_checkpoint
+from bert.training.collectives import PREEMPTION_SIGNALS
 
 log = logging.getLogger(__name__)
 
@@ -77,7 +77,9 @@ class Execution:
     rdzv_endpoint: str = "localhost:29500"  # BERT_RDZV_ENDPOINT: the head node's host:port (nnodes > 1)
     timeout_minutes: float = 30.0  # BERT_DIST_TIMEOUT_MINUTES: the rendezvous, and a collective's wait
     max_restarts: int = 0  # BERT_MAX_RESTARTS: torchrun restarts the ranks this often after a failure
-    log_dir: Path | None = None  # the run's folder under BERT_LOG_DIR: each rank's output (bert.torchrun)
+    log_dir: Path | None = (
+        None  # the run's folder under BERT_LOG_DIR: each rank's output (bert.distributed.torchrun)
+    )
 
 
 # A host as the nodes reach each other: a name or IPv4 address, or an IPv6 one in brackets.
@@ -278,7 +280,7 @@ def torchrun_command(
     node_rank: int = 0,
 ) -> list[str]:
     """The command that starts `python -m <module_args>` on the GPUs of node `node_rank`: torchrun
-    (bert.torchrun: each rank's output in log_dir, a failure reported, not traced back). torchrun
+    (bert.distributed.torchrun: each rank's output in log_dir, a failure reported, not traced back). torchrun
     restarts the ranks up to max_restarts times when one fails (each restart resumes from the
     newest checkpoint). One node needs no endpoint (--standalone: a free port of its own, so two
     runs on one machine never collide); on many nodes the rendezvous is static (rdzv_endpoint is
@@ -292,7 +294,7 @@ def torchrun_command(
         rendezvous = ["--node-rank", str(node_rank), "--master-addr", host, "--master-port", port,
                       "--rdzv-conf", f"timeout={seconds}"]  # fmt: skip
     return [
-        sys.executable, "-m", "bert.torchrun",
+        sys.executable, "-m", "bert.distributed.torchrun",
         "--nproc-per-node", str(nproc_per_node),
         "--nnodes", str(nnodes),
         *rendezvous,
@@ -408,7 +410,7 @@ def relaunch_under_torchrun(
 
 
 def failure_line(facts: dict | None, status: int, log_dir: str | os.PathLike) -> str:
-    """What bert.torchrun reported about a failed run (its JSON, None when it left none), as words:
+    """What bert.distributed.torchrun reported about a failed run (its JSON, None when it left none), as words:
     the first rank that failed, its host, its signal or error, its log; else what stopped torchrun."""
     if not facts:
         return f"torchrun exited with status {status} (its log and the ranks': {log_dir})"

@@ -2,7 +2,7 @@
 Hugging Face `tokenizers`, Google's released vocab.txt downloaded, a file of the user's, or the
 vocab.txt of the released weights that pretraining continues from; written
 with the casing it is used with, as `vocab.txt` + `tokenizer_config.json`, which
-bert.tokenization loads."""
+bert.text.tokenization loads."""
 
 import json
 import shutil
@@ -15,7 +15,12 @@ from bert.atomic import atomic_folder
 from bert.download.fetch import download
 from bert.download.transport import SourceNotFound
 from bert.errors import UserError
-from bert.tokenization import SPECIAL_TOKENS, configured_lower_case, load_tokenizer, tokenizer_without_vocab
+from bert.text.tokenization import (
+    SPECIAL_TOKENS,
+    configured_lower_case,
+    load_tokenizer,
+    tokenizer_without_vocab,
+)
 
 
 def train_wordpiece(

@@ -68,7 +68,7 @@ def configured_lower_case(config: Path, source: str | Path | None = None) -> boo
 
 def tokenizer_without_vocab(lower_case: bool) -> Tokenizer:
     """BERT's normaliser and pre-tokeniser over an empty WordPiece model: what a vocabulary is
-    trained with (bert.vocab) and what `load_tokenizer` fills."""
+    trained with (bert.text.vocab) and what `load_tokenizer` fills."""
     tokenizer = Tokenizer(WordPiece(unk_token="[UNK]", max_input_chars_per_word=100))
     tokenizer.normalizer = normalizers.BertNormalizer(
         clean_text=True, handle_chinese_chars=True, strip_accents=None, lowercase=lower_case

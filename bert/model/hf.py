@@ -19,7 +19,7 @@ from safetensors.torch import load_file, save_file
 from bert.atomic import atomic_folder
 from bert.errors import UserError, first_line
 from bert.inputs import check_content, read_json, shown
-from bert.model_config import BertConfig
+from bert.model.config import BertConfig
 
 log = logging.getLogger(__name__)
 
@@ -68,10 +68,10 @@ def _pooler_names(ours: str, theirs: str) -> list[tuple[str, tuple[str, ...]]]:
 
 
 def parameter_names(model: torch.nn.Module) -> list[tuple[str, tuple[str, ...]]]:
-    """For every tensor of `model` (one of bert.modeling's models, told apart by class name, as
+    """For every tensor of `model` (one of bert.model.network's models, told apart by class name, as
     config.json's `architectures` tells transformers' apart): (our state_dict key, the HF keys it
     is made of, in order). HF's task models keep the encoder under `bert.`, as ours do; its bare
-    BertModel has none. This module never imports bert.modeling, which imports it."""
+    BertModel has none. This module never imports bert.model.network, which imports it."""
     kind = type(model).__name__
     if kind == "BertModel":
         return _encoder_names(model.config, "", "") + _pooler_names("", "")
@@ -198,7 +198,7 @@ def _tensor_shapes(path: Path) -> dict[str, tuple[int, ...]]:
 
 def check_pretrained(directory: str | Path, encoder: type[torch.nn.Module]) -> BertConfig:
     """That a HF BERT directory will load: config.json valid (BertConfig), and every tensor of
-    `encoder` (bert.modeling.BertModel) present with the shape config.json gives it (the pooler,
+    `encoder` (bert.model.network.BertModel) present with the shape config.json gives it (the pooler,
     which a model may start fresh, only checked when there). Reads tensor names and shapes, not
     the weights; for download_weights, before it publishes the folder."""
     directory = Path(directory)

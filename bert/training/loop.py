@@ -1,6 +1,6 @@
 """The training loop every training stage runs (pretraining, SQuAD fine-tuning).
 
-One optimizer step, on one global batch (bert.global_batch: micro-batch x accumulation steps x
+One optimizer step, on one global batch (bert.training.global_batch: micro-batch x accumulation steps x
 ranks; the data says how many micro-batches make a step, `accumulation_steps`):
   count the items each loss term averages over (masked tokens, sequences, ...) in the rank's
       micro-batches of the step, and all-reduce the counts: the global batch's totals;
@@ -12,9 +12,9 @@ ranks; the data says how many micro-batches make a step, `accumulation_steps`):
   unscale (fp16), clip the global gradient norm to grad_clip, optimizer step (skipped when the
   gradients are not finite), scheduler step.
 Every log_every steps the stats are summed over ranks and written to DVCLive under "train/"; every
-save_every steps (and at the end) rank 0 writes one checkpoint file (bert.checkpoints), from which
+save_every steps (and at the end) rank 0 writes one checkpoint file (bert.training.checkpoints), from which
 a killed run resumes exactly. SIGTERM or SIGUSR1 (pre-emption) stops every rank at the same step
-boundary, after a checkpoint. The processes of a run: bert.distributed.
+boundary, after a checkpoint. The processes of a run: bert.distributed.launch.
 """
 
 import contextlib
@@ -36,7 +36,9 @@ from torch import nn
 from tqdm import tqdm
 
 from bert.atomic import atomic_file, write_json
-from bert.checkpoints import (
+from bert.errors import UserError
+from bert.model.precision import AUTOCAST_DTYPES, allow_tf32, grad_scaler
+from bert.training.checkpoints import (
     checkpoint_step,
     checkpoint_to_resume,
     newest_checkpoint,
@@ -44,11 +46,9 @@ from bert.checkpoints import (
     save_checkpoint,
     source_fingerprint,
 )
-from bert.collectives import PREEMPTION_SIGNALS, all_reduce_sum, barrier, rank_and_world_size
-from bert.errors import UserError
-from bert.optim import fit_optimizer_state
-from bert.precision import AUTOCAST_DTYPES, allow_tf32, grad_scaler
-from bert.recipe import Recipe, RunSettings
+from bert.training.collectives import PREEMPTION_SIGNALS, all_reduce_sum, barrier, rank_and_world_size
+from bert.training.optim import decay_start, fit_optimizer_state
+from bert.training.recipe import Recipe, RunSettings
 
 log = logging.getLogger(__name__)
 
@@ -83,7 +83,7 @@ def per_row(loss_fn: Callable[[nn.Module, dict], tuple[torch.Tensor, dict]]) -> 
 @dataclass(frozen=True)
 class RunRecord:
     """Where a run keeps what it writes, and what it is: `description` says what it learns from
-    (params, data, starting weights; its checkpoints belong to that alone, bert.checkpoints) and
+    (params, data, starting weights; its checkpoints belong to that alone, bert.training.checkpoints) and
     `execution` how it computes besides precision, compile and the world size (say {"unpad": True})."""
 
     checkpoint_dir: Path | None  # None: no checkpoints
@@ -145,6 +145,9 @@ def train(
     nonfinite = _NonFinite(settings.max_nonfinite_steps, scaler.is_enabled(), record.checkpoint_dir)
     clock = {"run": time.perf_counter(), "interval": time.perf_counter()}
     first_step = step
+    # A warmup-stable-decay run checkpoints the step before its decay and keeps that file: the
+    # point to extend the run or branch a decay from (bert.training.checkpoints resumes there).
+    pre_decay = decay_start(recipe, max_steps)
 
     def checkpoint() -> None:
         """This step's state into one file (rank 0 writes; every rank gives its RNG state), after a
@@ -153,7 +156,7 @@ def train(
             totals["seconds"] += time.perf_counter() - clock["run"]
             clock["run"] = time.perf_counter()
             training_state = (model, optimizer, scheduler, scaler)
-            _save(record, settings, execution, max_steps, step, training_state, data, totals)
+            _save(record, settings, execution, (max_steps, pre_decay), step, training_state, data, totals)
 
     # Closing the bar on the way out, an error too: the error's line must come last, on its own.
     with (
@@ -183,7 +186,7 @@ def train(
                 if rank == 0:
                     _log(bar, live, step, figures, learning_rate)
 
-            due = step % settings.save_every == 0 or step == max_steps
+            due = step % settings.save_every == 0 or step in (max_steps, pre_decay)
             if due:
                 checkpoint()
             if step < max_steps and preemption.agreed():  # every rank, at the same step
@@ -203,7 +206,7 @@ def train(
 
 
 def _execution(settings: RunSettings, record: RunRecord, world_size: int, accumulation: int) -> dict:
-    """How the run computes: recorded in its checkpoints (see bert.checkpoints)."""
+    """How the run computes: recorded in its checkpoints (see bert.training.checkpoints)."""
     return {
         "code": source_fingerprint(),
         "precision": settings.precision,
@@ -303,11 +306,13 @@ def _collective_device() -> torch.device:
 
 
 def _save(
-    record: RunRecord, settings: RunSettings, execution: dict, max_steps: int, step: int,
+    record: RunRecord, settings: RunSettings, execution: dict, steps: tuple[int, int | None], step: int,
     training_state: tuple, data: "_Batches", totals: dict,
 ) -> None:  # fmt: skip
-    """Every rank's RNG states go into rank 0's checkpoint (bert.checkpoints describes the file)."""
+    """Every rank's RNG states go into rank 0's checkpoint (bert.training.checkpoints describes the file).
+    `steps`: the run's max_steps and the step its decay starts at (None: not a wsd run)."""
     model, optimizer, scheduler, scaler = training_state
+    max_steps, pre_decay = steps
     rank, world_size = rank_and_world_size()
     rng = _rng_state()
     if world_size > 1:
@@ -327,11 +332,12 @@ def _save(
         "data": {"epoch": data.epoch, "samples": data.samples},
         "totals": totals,
         "max_steps": max_steps,  # a larger one later extends the run
+        "decay_start": pre_decay,  # wsd: a run extended past it goes on from the pre-decay checkpoint
         "signature": record.signature,
         "description": record.description,
         "execution": execution,  # with the world size
     }
-    path = save_checkpoint(record.checkpoint_dir, step, state, settings.keep_last)
+    path = save_checkpoint(record.checkpoint_dir, step, state, settings.keep_last, keep_step=pre_decay)
     log.info("step %d: checkpoint %s", step, path)
 
 

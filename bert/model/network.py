@@ -15,7 +15,7 @@ only at the masked positions, plus next-sentence prediction), `BertForQuestionAn
 and an end logit per token), `BertForSequenceClassification` (labels, or one real number, per
 sequence from the pooled [CLS]: GLUE) and `BertForMultipleChoice` (a score per candidate
 sequence, softmax over the candidates: SWAG). Parameter values, and therefore outputs, are exactly
-those of Google's BERT and of Hugging Face `transformers`; `bert/hf.py` maps the parameter names,
+those of Google's BERT and of Hugging Face `transformers`; `bert/model/hf.py` maps the parameter names,
 so `from_pretrained` / `save_pretrained` read and write Hugging Face BERT directories.
 """
 
@@ -28,13 +28,13 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from bert import hf
 from bert.errors import UserError
-from bert.model_config import ACTIVATIONS, BertConfig
+from bert.model import hf
+from bert.model.config import ACTIVATIONS, BertConfig
 
 log = logging.getLogger(__name__)
 
-# The activation of each name config.json may give (bert.model_config.ACTIVATIONS).
+# The activation of each name config.json may give (bert.model.config.ACTIVATIONS).
 ACTIVATION_FUNCTIONS = {
     "gelu": F.gelu,  # exact erf GELU, as in Google's BERT
     "gelu_new": partial(F.gelu, approximate="tanh"),

@@ -5,12 +5,12 @@ The global batch is what a run is defined by (`global_batch_size` in params.yaml
 
     global_batch_size = micro_batch_size x accumulation_steps x world_size
 
-The data loaders (bert.pretraining.loader, bert.finetune) put an epoch's rows in an order that
+The data loaders (bert.pretraining.loader, bert.training.finetune) put an epoch's rows in an order that
 depends on (seed, epoch) only, cut it into global batches, and give micro-step m of rank r the
 slice `micro_slice(m, r, world_size)` of its global batch. So the rows of every optimizer step are
 the same on any number of ranks, and a checkpoint's data position (epoch, global samples consumed)
 resumes on another one. Micro-step-major slices (all ranks' m-th micro-batches are consecutive
-rows) keep ranks balanced when the global batch is sorted by length (bert.binning).
+rows) keep ranks balanced when the global batch is sorted by length (bert.training.binning).
 """
 
 

@@ -1,6 +1,6 @@
 """Training checkpoints: the files, and which one a run resumes from.
 
-A checkpoint is <checkpoint_dir>/step-<step>.pt, one torch.save'd dict (bert.training writes
+A checkpoint is <checkpoint_dir>/step-<step>.pt, one torch.save'd dict (bert.training.loop writes
 it): step, model, optimizer, scheduler, scaler (the fp16 grad scaler), rng (the Python, NumPy and
 torch RNG states of every rank), data ({epoch, samples}: the position in the data), totals (the
 run's running figures), max_steps, signature, description (what the signature hashes) and execution
@@ -28,8 +28,8 @@ from pathlib import Path
 import torch
 
 from bert.atomic import atomic_file
-from bert.collectives import broadcast_from_main, gather_to_all, rank_and_world_size
 from bert.errors import UserError
+from bert.training.collectives import barrier, broadcast_from_main, gather_to_all, rank_and_world_size
 
 log = logging.getLogger(__name__)
 
@@ -41,7 +41,7 @@ UNREADABLE = (RuntimeError, OSError, EOFError, pickle.UnpicklingError, KeyError,
 
 
 def run_signature(described: dict) -> str:
-    """A short, stable hash of what makes checkpoints belong to a run (bert.training.RunRecord.signature)."""
+    """A short, stable hash of what makes checkpoints belong to a run (bert.training.loop.RunRecord.signature)."""
     return hashlib.sha256(json.dumps(described, sort_keys=True).encode()).hexdigest()[:16]
 
 
@@ -85,9 +85,12 @@ def checkpoint_step(path: str | Path) -> int:
     return int(Path(path).stem.removeprefix("step-"))
 
 
-def save_checkpoint(directory: str | Path, step: int, state: dict, keep_last: int) -> Path:
+def save_checkpoint(
+    directory: str | Path, step: int, state: dict, keep_last: int, keep_step: int | None = None
+) -> Path:
     """Write `state` as step-<step>.pt, complete or absent (a crash leaves the old files whole),
-    then delete all but the newest `keep_last`."""
+    then delete all but the newest `keep_last`, and but the file of `keep_step` (a warmup-stable-
+    decay run's pre-decay checkpoint, the point to extend or branch the run from)."""
     directory = Path(directory)
     path = directory / f"step-{step:08d}.pt"
     for stale in directory.glob(f".{CHECKPOINT_GLOB}.tmp-*"):  # left by a save of any step that was killed
@@ -108,7 +111,8 @@ def save_checkpoint(directory: str | Path, step: int, state: dict, keep_last: in
             ) from None
     _fsync_directory(directory)  # the rename itself survives a power cut
     for old in list_checkpoints(directory)[:-keep_last]:
-        old.unlink()
+        if keep_step is None or checkpoint_step(old) != keep_step:
+            old.unlink()
     return path
 
 
@@ -117,15 +121,18 @@ def load_checkpoint(path: str | Path) -> dict:
     return torch.load(path, map_location="cpu", weights_only=False)
 
 
-def newest_readable_checkpoint(directory: str | Path, rank: int) -> tuple[Path, dict] | None:
-    """The newest checkpoint of `directory` that loads, and its state; None when there is none.
+def newest_readable_checkpoint(
+    directory: str | Path, rank: int, at_most: int | None = None
+) -> tuple[Path, dict] | None:
+    """The newest checkpoint of `directory` (of step `at_most` or before, when given) that loads,
+    and its state; None when there is none.
     Rank 0 chooses, moving each unreadable newer file aside with a warning, and tells the other
     ranks which file to load, with its step and SHA-256: every rank checks that it reads the
     same bytes (on a filesystem some node does not share, it would resume another step or none),
     and a rank that cannot stops the job with one line naming the file."""
     chosen, state = None, None
     if rank == 0:
-        found = list_checkpoints(directory)
+        found = [p for p in list_checkpoints(directory) if at_most is None or checkpoint_step(p) <= at_most]
         for path in reversed(found):
             try:
                 state = load_checkpoint(path)
@@ -212,11 +219,13 @@ def checkpoint_to_resume(
     Other execution settings (how: the code, precision, unpad, GPUs, ...) resume an unfinished run, so
     a long pretraining survives a bug fix or a switch of hardware or precision; a finished run is
     trained again instead: re-running it with new settings (`dvc exp run -S
-    finetune.precision=bf16`, or `dvc repro` after an edit of bert/modeling.py) asks for the
+    finetune.precision=bf16`, or `dvc repro` after an edit of bert/model/network.py) asks for the
     output of the new ones, and there is nothing left to resume."""
     directory = Path(directory)
     # Read even when resume is off: the old checkpoints' signature names the folder they move to.
     newest = newest_readable_checkpoint(directory, rank)
+    if newest is not None and resume and newest[1].get("signature", "") == signature:
+        newest = _before_the_decay(directory, newest, max_steps, rank)
     state, reason = None, None
     if newest is not None:
         path, state = newest
@@ -254,8 +263,33 @@ def checkpoint_to_resume(
     return state
 
 
-def _move_aside(directory: Path, signature: str) -> Path:
-    """Move every checkpoint file of `directory` into a new folder previous-<signature>[-N]/."""
+def _before_the_decay(directory: Path, newest: tuple[Path, dict], max_steps: int, rank: int):
+    """The checkpoint a warmup-stable-decay run given another max_steps goes on from: its newest
+    when that is still before the old decay (the stable rate is the same in both runs), else the
+    pre-decay checkpoint (bert.training.loop keeps it), since the steps after it decayed for the old
+    total. The decayed checkpoints then move to previous-<signature>-decayed/ (a resumed run must
+    not find them again, nor rotate its own files away in their favour). Every rank takes the same
+    branch: they all read the same state."""
+    path, state = newest
+    start = state.get("decay_start")
+    if start is None or state.get("max_steps", max_steps) == max_steps or state["step"] <= start:
+        return newest
+    before = newest_readable_checkpoint(directory, rank, at_most=start)
+    if rank == 0:
+        aside = _move_aside(directory, f"{state['signature']}-decayed", after=start)
+        if before is None:
+            log.warning("%s: decayed for max_steps %d and no checkpoint of step %d or before is left "
+                        "(moved to %s); starting afresh", path, state["max_steps"], start, aside)  # fmt: skip
+        else:
+            log.warning("%s: decayed for max_steps %d; going on from the pre-decay checkpoint %s instead "
+                        "(the decayed ones moved to %s)", path, state["max_steps"], before[0], aside)  # fmt: skip
+    barrier()  # no rank reads the folder again before rank 0 has moved the decayed files
+    return before
+
+
+def _move_aside(directory: Path, signature: str, after: int | None = None) -> Path:
+    """Move every checkpoint file of `directory` (those of a step after `after`, when given)
+    into a new folder previous-<signature>[-N]/."""
     aside = directory / f"previous-{signature}"
     number = 1
     while aside.exists():
@@ -263,7 +297,8 @@ def _move_aside(directory: Path, signature: str) -> Path:
         aside = directory / f"previous-{signature}-{number}"
     aside.mkdir()
     for path in list_checkpoints(directory):
-        path.rename(aside / path.name)
+        if after is None or checkpoint_step(path) > after:
+            path.rename(aside / path.name)
     _fsync_directory(directory)
     return aside
 

@@ -1,7 +1,7 @@
 """What a training run learns (`Recipe`) and how it computes and records (`RunSettings`): one
 typed recipe for pretraining phases and fine-tuning, with no defaults. A stage builds them once
 from params.yaml (stages/params.py checks every field against its type and range) and passes them
-whole to the loop (bert.training.train), the optimizer and the schedule (bert.optim)."""
+whole to the loop (bert.training.loop.train), the optimizer and the schedule (bert.training.optim)."""
 
 from dataclasses import dataclass
 from typing import Annotated, Literal
@@ -18,7 +18,14 @@ class Recipe:
     optimizer: Literal["lamb", "adamw"]
     learning_rate: LearningRate  # the peak, reached at the end of warm-up
     warmup_proportion: Share  # of the steps, over which the rate rises linearly
-    decay_power: Annotated[float, Range(low=0, meaning="1 = linear decay to 0, 0 = constant")]
+    decay_power: Annotated[float, Range(low=0, meaning="1 = linear decay to 0, 0 = constant")]  # poly's shape
+    # poly: after warm-up the rate decays over all the remaining steps (BERT); wsd: warm-up, then
+    # constant, then a decay over the last `decay_share` of the steps (bert.training.optim.learning_rate_schedule)
+    schedule: Literal["poly", "wsd"]
+    decay_share: Annotated[
+        float, Range(0, 1, low_open=True, meaning="wsd: the share of the steps that decay")
+    ]
+    decay_shape: Literal["linear", "cosine", "1-sqrt"]  # wsd: how the rate falls to 0 over the decay
     weight_decay: WeightDecay  # decoupled; not on biases and LayerNorm weights
     grad_clip: Annotated[float, Range(low=0, meaning="0 = no clipping")]  # the global gradient norm
     global_batch_size: Count  # sequences (SQuAD: windows) per optimizer step, over every rank and micro-batch

@@ -1,6 +1,6 @@
 """BERT's model sizes by name, and the config.json that a size which is not a name points to.
 
-Kept apart from bert/modeling.py, and free of torch, because stages/params.py checks `model.size`
+Kept apart from bert/model/network.py, and free of torch, because stages/params.py checks `model.size`
 for every stage: the data stages then neither import torch nor rerun when the model code changes.
 """
 

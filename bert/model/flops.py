@@ -37,8 +37,8 @@ from dataclasses import dataclass
 
 import torch
 
-from bert.model_config import BertConfig
-from bert.precision import AUTOCAST_DTYPES
+from bert.model.config import BertConfig
+from bert.model.precision import AUTOCAST_DTYPES
 
 Lengths = int | Sequence[int] | torch.Tensor
 

@@ -1,6 +1,6 @@
 """What the ranks of a training run do together, from inside the run: who am I, sum, broadcast,
 gather, wait; each works alone too (one process, no process group). The processes themselves are
-started and joined by bert.distributed (the launcher), which sits above the training loop and its
+started and joined by bert.distributed.launch (the launcher), which sits above the training loop and its
 checkpoints; the loop, the checkpoints and the data loader use these, below it.
 """
 
@@ -8,7 +8,7 @@ import torch
 import torch.distributed as dist
 
 # What a pre-empting scheduler sends (SLURM's --signal, Kubernetes, a user's kill): torchrun passes
-# them on to the ranks, which checkpoint at the next step boundary (bert.training).
+# them on to the ranks, which checkpoint at the next step boundary (bert.training.loop).
 PREEMPTION_SIGNALS = ("SIGTERM", "SIGUSR1")
 
 

@@ -1,17 +1,17 @@
-"""Fine-tuning: one recipe and one run for SQuAD, SWAG and GLUE, over `bert.training` (the loop).
+"""Fine-tuning: one recipe and one run for SQuAD, SWAG and GLUE, over `bert.training.loop` (the loop).
 
 - `finetune`: train a model with a head on its task's training arrays, by a recipe (optimizer,
   epochs, batch, learning rate and schedule, clipping, seed) and run settings (precision, binning,
-  logging, checkpoints): bert.recipe's types, which the caller (a stage) builds from params.yaml;
+  logging, checkpoints): bert.training.recipe's types, which the caller (a stage) builds from params.yaml;
   nothing is taken from a default here.
 - `FineTuningBatches`: training examples (arrays whose first axis is the example) as shuffled
-  micro-batches of tensors, one rank's share of each global batch (bert.global_batch), reshuffled
+  micro-batches of tensors, one rank's share of each global batch (bert.training.global_batch), reshuffled
   every epoch from (seed, epoch), resumable at a sample position; each batch is cut to its longest
   sequence (padding beyond it does nothing but cost time), and with `length_binning` made of
-  examples of similar length (bert.binning, as the pretraining loader does): SQuAD's windows fill
+  examples of similar length (bert.training.binning, as the pretraining loader does): SQuAD's windows fill
   about half of 384 tokens, but a random batch of 32 almost always holds one full window, so
   cutting alone saves little.
-- The objectives `bert.training.train` minimises: `question_answering_objective` (the span loss, a
+- The objectives `bert.training.loop.train` minimises: `question_answering_objective` (the span loss, a
   mean over the windows of the whole global batch) and `task_objective` (the head's loss of a
   SWAG or GLUE model, a mean over the examples), each with the accuracy it logs.
 """
@@ -26,26 +26,26 @@ import numpy as np
 import torch
 from torch import nn
 
-from bert.binning import bin_by_length, sequence_lengths, trimmed_length, window_batches
-from bert.checkpoints import file_sha256
 from bert.errors import UserError
-from bert.global_batch import accumulation_steps, micro_slice
-from bert.optim import learning_rate_schedule, recipe_optimizer
-from bert.recipe import FineTuningRecipe, RunSettings
-from bert.training import Objective, RunRecord, per_row, train
+from bert.training.binning import bin_by_length, sequence_lengths, trimmed_length, window_batches
+from bert.training.checkpoints import file_sha256
+from bert.training.global_batch import accumulation_steps, micro_slice
+from bert.training.loop import Objective, RunRecord, per_row, train
+from bert.training.optim import learning_rate_schedule, recipe_optimizer
+from bert.training.recipe import FineTuningRecipe, RunSettings
 
 log = logging.getLogger(__name__)
 
 
 class FineTuningBatches:
-    """Micro-batches of fine-tuning examples (SQuAD windows, task examples) for `bert.training.train`.
+    """Micro-batches of fine-tuning examples (SQuAD windows, task examples) for `bert.training.loop.train`.
 
     `arrays` are the model's keyword arguments, every one with the example as its first axis; those
     with a token axis have it last ([N, S], or [N, C, S] for examples of C choices), and the batch
     is cut along it to its longest sequence, read from "attention_mask".
     Epoch e visits every window once in the order of a permutation drawn from (seed, e); global
     batch j (optimizer step j of the epoch) is windows [j*G, (j+1)*G) of it, of which rank r takes
-    at micro-step m the slice bert.global_batch.micro_slice(m, r, W) of B windows. The last
+    at micro-step m the slice bert.training.global_batch.micro_slice(m, r, W) of B windows. The last
     incomplete global batch is dropped, so every rank takes the same number of steps. With
     `length_binning`, each binning window of global batches of that order is sorted by length, cut
     into global batches again, and those are served in an order shuffled from (seed, e, window):
@@ -149,11 +149,14 @@ def finetune(
 ) -> dict:
     """Fine-tune `model` (already on its device, with its head) on `arrays` (FineTuningBatches'
     input) for `recipe.epochs` passes, this process being rank `rank` of `world_size`; returns the
-    final figures (bert.training.train). The checkpoints in record.checkpoint_dir belong to the run
+    final figures (bert.training.loop.train). The checkpoints in record.checkpoint_dir belong to the run
     record.description describes (a changed description starts afresh); the recipe and the data
     order are added to it here. Not the world size or the micro-batch size: a run resumes on other
-    hardware on the same rows (bert.global_batch)."""
+    hardware on the same rows (bert.training.global_batch)."""
     learnt = {k: v for k, v in dataclasses.asdict(recipe).items() if k != "micro_batch_size"}
+    if recipe.schedule == "poly":  # the wsd keys mean nothing then: older checkpoints still resume
+        for key in ("schedule", "decay_share", "decay_shape"):
+            del learnt[key]
     record = dataclasses.replace(
         record,
         description={**record.description, "recipe": {**learnt, "length_binning": settings.length_binning}},

@@ -6,7 +6,7 @@ An epoch's order is cut into windows of `window_batches(global_batch_size)` glob
 window's rows are sorted by length (ties broken at random), cut into global batches, and those
 batches are served in an order shuffled within the window, all drawn from (seed, epoch, window).
 A global batch is thus a run of sorted rows, and so is each micro-batch cut from it. The pretraining
-loader (bert.pretraining.loader) and SQuAD fine-tuning (bert.finetune) both batch this way.
+loader (bert.pretraining.loader) and SQuAD fine-tuning (bert.training.finetune) both batch this way.
 """
 
 import numpy as np

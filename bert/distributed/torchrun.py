@@ -1,4 +1,4 @@
-"""torchrun as the training launcher runs it on each node (`python -m bert.torchrun <torchrun's
+"""torchrun as the training launcher runs it on each node (`python -m bert.distributed.torchrun <torchrun's
 options> -m <module> ...`): torch's own torchrun, with three differences.
 
 - Each rank's output goes to a file of its own in `--log-dir`: rank<R>.log (stderr: the logs,
@@ -7,11 +7,11 @@ options> -m <module> ...`): torch's own torchrun, with three differences.
 - torchrun's own messages (its agent's warnings) go to torchrun-node<N>.log there, not the console.
 - A failure prints no traceback: its facts (the first rank that failed, its host, its signal or
   exception, its log file; a signal to torchrun; a rendezvous error) go as JSON to the file that
-  BERT_TORCHRUN_REPORT names, from which the stage writes one line (bert.distributed), and the
+  BERT_TORCHRUN_REPORT names, from which the stage writes one line (bert.distributed.launch), and the
   exit status is 1.
 
 A rank tells torchrun why it failed through the file TORCHELASTIC_ERROR_FILE names
-(record_rank_error, called by bert.distributed.launch).
+(record_rank_error, called by bert.distributed.launch.launch).
 """
 
 import contextlib

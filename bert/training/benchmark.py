@@ -7,8 +7,8 @@ passed anyway, `masked_per_seq` masked positions and an NSP label. The models ta
 round of `steps` steps each, for `rounds` rounds: sequences/s come from each model's fastest round
 (on a shared machine slower rounds time the neighbours), the speed-up is the median of the
 per-round ratios (a shared machine slows both alike within a round). Model FLOPs are counted the
-same for every model (bert.flops.pretraining_flops), and MFU is against the matmul peak measured
-in the same process (bert.flops.matmul_peak).
+same for every model (bert.model.flops.pretraining_flops), and MFU is against the matmul peak measured
+in the same process (bert.model.flops.matmul_peak).
 """
 
 import contextlib
@@ -18,11 +18,11 @@ from collections.abc import Callable
 
 import torch
 
-from bert.flops import MatmulPeak, best_peak, mfu, pretraining_flops
-from bert.model_config import BertConfig
-from bert.modeling import BertForPreTraining
-from bert.optim import build_optimizer
-from bert.precision import AUTOCAST_DTYPES, grad_scaler
+from bert.model.config import BertConfig
+from bert.model.flops import MatmulPeak, best_peak, mfu, pretraining_flops
+from bert.model.network import BertForPreTraining
+from bert.model.precision import AUTOCAST_DTYPES, grad_scaler
+from bert.training.optim import build_optimizer
 
 MODELS = ("ours", "ours_unpadded", "transformers")  # ours_unpadded: BertForPreTraining(unpad=True)
 
@@ -138,7 +138,7 @@ def time_pretraining(
     measure_peak: Callable[[], MatmulPeak] | None = None,
 ) -> dict:
     """Per model: sequences/s, ms per step (forward + backward, optimiser), model TFLOP/s and,
-    given `measure_peak` (a matmul sweep, bert.flops.matmul_peak), MFU and the peak; `speedup`
+    given `measure_peak` (a matmul sweep, bert.model.flops.matmul_peak), MFU and the peak; `speedup`
     (ours / transformers) when both ran. The sweep takes its turn in every round, after the
     models, and its best counts, as each model's best round does: on a shared machine both then
     meet the same moments of load."""
