@@ -137,7 +137,7 @@ def test_decontamination_finds_and_removes_documents_sharing_an_ngram_with_an_ev
         (
             {"clean.decontaminate": False},
             "error: params.yaml: clean.decontaminate is false: YAML reads an unquoted "
-            "no/off/yes/on as a boolean; write \"off\", \"report\" or \"remove\"",
+            'no/off/yes/on as a boolean; write "off", "report" or "remove"',
         ),
     ],
     ids=["threshold-0", "threshold-above-1", "bands-not-dividing", "off-unquoted"],

@@ -123,7 +123,9 @@ def test_data_stages_are_byte_identical_when_forced(clone):
     data_outputs = [
         path
         for path in before
-        if path.startswith(("data/raw", "data/documents", "data/clean", "data/shards", "data/vocab", "data/examples"))
+        if path.startswith(
+            ("data/raw", "data/documents", "data/clean", "data/shards", "data/vocab", "data/examples")
+        )
     ]
     assert data_outputs
     assert {path: after[path] for path in data_outputs} == {path: before[path] for path in data_outputs}
