@@ -18,6 +18,7 @@ import json
 import os
 import random
 import resource
+import subprocess
 import sys
 import tempfile
 import time
@@ -123,34 +124,50 @@ def settings(near: NearSettings = DEFAULTS) -> CleanSettings:
 
 
 def run(scale: int, workers: int, root: Path) -> dict:
+    """Scale-N corpus written, then cleaned in a process of its own (so that its peak RSS and CPU
+    are the cleaning's, not this generator's)."""
     corpora, pairs = planted_corpus(scale, seed=scale)
     folders = write_tables(root / "in", corpora)
+    documents, mb = (
+        sum(len(texts) for texts in corpora),
+        sum(len(t) for texts in corpora for t in texts) / 1e6,
+    )
+    del corpora
     output = root / "out"
     output.mkdir()
-    start, cpu_start = time.perf_counter(), _cpu()
-    result = clean_corpora(folders, output, settings(), Compute("local", workers), None, [])
-    seconds, cpu = time.perf_counter() - start, _cpu() - cpu_start
-    documents = sum(len(texts) for texts in corpora)
+    command = [sys.executable, __file__, "--clean", str(root), "--workers", str(workers)]
+    used = json.loads(
+        subprocess.run(command, check=True, capture_output=True, text=True).stdout.splitlines()[-1]
+    )
+    cpu = used["main_cpu"] + used["workers_cpu"]
     return {
         "scale": scale,
         "documents": documents,
-        "mb": round(sum(len(t) for texts in corpora for t in texts) / 1e6, 2),
-        "seconds": round(seconds, 2),
-        "cpu_seconds": round(cpu, 2),
+        "mb": round(mb, 2),
+        "seconds": round(used["seconds"], 2),
+        "main_cpu_seconds": round(used["main_cpu"], 2),
+        "workers_cpu_seconds": round(used["workers_cpu"], 2),
         "documents_per_core_second": round(documents / cpu, 1),
-        "peak_rss_mb": round(max(_rss(resource.RUSAGE_SELF), _rss(resource.RUSAGE_CHILDREN)), 1),
+        "mb_per_core_second": round(mb / cpu, 2),
+        "peak_rss_mb_main": round(used["main_rss"], 1),
+        "peak_rss_mb_worker": round(used["workers_rss"], 1),
         **score(pairs, removed_documents(output, folders), DEFAULTS.threshold),
-        "removed": result.metrics["all"]["documents_in"] - result.metrics["all"]["documents_out"],
     }
 
 
-def _cpu() -> float:
+def clean_only(root: Path, workers: int) -> None:
+    """The cleaning alone, in this process; its rusage as the last line (JSON)."""
+    folders = {name: root / "in" / name for name in ("wiki", "books")}
+    start = time.perf_counter()
+    clean_corpora(folders, root / "out", settings(), Compute("local", workers), None, [])
     own, children = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
-    return own.ru_utime + own.ru_stime + children.ru_utime + children.ru_stime
-
-
-def _rss(who: int) -> float:
-    return resource.getrusage(who).ru_maxrss / 1024
+    print(json.dumps({
+        "seconds": time.perf_counter() - start,
+        "main_cpu": own.ru_utime + own.ru_stime,
+        "workers_cpu": children.ru_utime + children.ru_stime,
+        "main_rss": own.ru_maxrss / 1024,
+        "workers_rss": children.ru_maxrss / 1024,
+    }))  # fmt: skip
 
 
 def main() -> None:
@@ -158,7 +175,11 @@ def main() -> None:
     parser.add_argument("--scales", type=int, nargs="+", default=[1, 4, 16])
     parser.add_argument("--workers", type=int, default=os.cpu_count())
     parser.add_argument("--json", type=Path)
+    parser.add_argument("--clean", type=Path, help=argparse.SUPPRESS)  # the child process of run()
     args = parser.parse_args()
+    if args.clean:
+        clean_only(args.clean, args.workers)
+        return
     rows = []
     for scale in args.scales:
         with tempfile.TemporaryDirectory() as root:

@@ -131,6 +131,31 @@ def test_data_stages_are_byte_identical_when_forced(clone):
     assert {path: after[path] for path in data_outputs} == {path: before[path] for path in data_outputs}
 
 
+def test_an_edited_squad_dev_file_reruns_the_contamination_report_and_never_pretraining(clone):
+    """clean.decontaminate: report (the default) keeps pretraining off the evaluation sets."""
+    dev = clone / "data/sample/squad/v1.1/dev-v1.1.json"
+    original = dev.read_bytes()
+    dev.write_bytes(original.replace(b'"question": "', b'"question": "Tell me: ', 1))
+    try:
+        ran = stages_run(dvc("repro", "eval_texts", cwd=clone).stdout)
+        assert {"download_squad", "eval_texts"} <= set(ran), ran
+        changed = set(json.loads(dvc("status", "--json", cwd=clone).stdout))
+        assert {"contamination", "finetune_squad"} <= changed, changed
+        pretraining = {
+            "clean",
+            "shard@wikipedia",
+            "vocab",
+            "examples@phase1",
+            "pretrain_phase1",
+            "pretrain_phase2",
+        }
+        assert not changed & pretraining, changed
+    finally:
+        dev.write_bytes(original)
+        run(["git", "checkout", "dvc.lock", "metrics"], cwd=clone)
+        dvc("checkout", cwd=clone)
+
+
 def test_experiment_then_metrics_diff(clone):
     # a quarter epoch: what is tested is DVC's bookkeeping of the experiment, not its F1
     dvc("exp", "run", "--name", "lr-6e-5", "-S", "squad.recipe.learning_rate=6e-5", "-S", "squad.recipe.epochs=0.25", cwd=clone)  # fmt: skip

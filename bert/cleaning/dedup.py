@@ -186,8 +186,7 @@ def _sign(
     with task_file(Path(work) / "shingles" / f"s{number:07d}.parquet") as building:
         pq.write_table(
             pa.table(
-                {"ordinal": shingle_rows, "shingles": [s.tolist() for s in shingle_sets]},
-                schema=SHINGLES_SCHEMA,
+                {"ordinal": shingle_rows, "shingles": _list_array(shingle_sets)}, schema=SHINGLES_SCHEMA
             ),
             building,
         )
@@ -196,6 +195,13 @@ def _sign(
         contaminated,
         {name: (len(arrays), np.unique(np.concatenate(arrays))) for name, arrays in found.items()},
     )
+
+
+def _list_array(arrays: list[np.ndarray]) -> pa.ListArray:
+    """A list<uint64> column from numpy arrays, without a Python list per value."""
+    offsets = np.concatenate([[0], np.cumsum([len(a) for a in arrays])]).astype(np.int32)
+    values = np.concatenate(arrays) if arrays else np.zeros(0, np.uint64)
+    return pa.ListArray.from_arrays(pa.array(offsets), pa.array(values, pa.uint64()))
 
 
 def _bucket(work: str, partition: int, signing_tasks: int) -> tuple[np.ndarray, np.ndarray]:
@@ -226,11 +232,13 @@ def _bucket(work: str, partition: int, signing_tasks: int) -> tuple[np.ndarray, 
 
 def _shingles_of(work: str, number: int, wanted: set[int]) -> dict[int, np.ndarray]:
     table = pq.read_table(Path(work) / "shingles" / f"s{number:07d}.parquet")
-    found = {}
-    for ordinal, shingles in zip(table.column("ordinal").to_pylist(), table.column("shingles").to_pylist()):
-        if ordinal in wanted:
-            found[ordinal] = np.array(shingles, np.uint64)
-    return found
+    column = table.column("shingles").combine_chunks()
+    offsets, values = column.offsets.to_numpy(), column.values.to_numpy()
+    return {
+        ordinal: values[offsets[row] : offsets[row + 1]]
+        for row, ordinal in enumerate(table.column("ordinal").to_pylist())
+        if ordinal in wanted
+    }
 
 
 def _verify(
