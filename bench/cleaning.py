@@ -119,7 +119,13 @@ def score(pairs: list[tuple], removed: set, threshold: float) -> dict:
 
 def settings(near: NearSettings = DEFAULTS) -> CleanSettings:
     return CleanSettings(
-        exact=True, near=near, lower_case=True, seed=12345, decontaminate=False, contamination_ngram=13
+        exact=True,
+        near=near,
+        lower_case=True,
+        seed=12345,
+        decontaminate=False,
+        contamination_ngram=13,
+        boilerplate_min_documents=0,
     )
 
 

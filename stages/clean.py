@@ -30,6 +30,7 @@ def main() -> None:
         seed=params.seed,
         decontaminate=clean.decontaminate == "remove",
         contamination_ngram=clean.contamination_ngram,
+        boilerplate_min_documents=clean.boilerplate_min_documents,
     )
     inputs = {corpus: layout.documents(corpus) for corpus in params.corpora}
     sets, too_short = [], {}

@@ -78,6 +78,8 @@ class Clean:
     # off | report (stage contamination, off the pretraining path) | remove (pretraining depends on the evaluation sets)
     decontaminate: Literal["off", "report", "remove"]
     contamination_ngram: Count  # words per n-gram shared with an evaluation text (GPT-3: 13)
+    # A line in at least this many documents is boilerplate, removed from all of them; 0 = off
+    boilerplate_min_documents: Annotated[int, Range(low=0, meaning="0 = off, else at least 2")]
 
 
 @dataclass
@@ -600,6 +602,10 @@ def _check(params: Params) -> None:
             "vocab.source is weights but pretrain.init is random; set pretrain.init to a key of weights, "
             "or vocab.source to train, google or file:<path>"
         )
+    require(
+        params.clean.boilerplate_min_documents != 1,
+        "clean.boilerplate_min_documents is 1, which would remove every line; use 0 (off) or at least 2",
+    )
     near = params.clean.near
     require(
         near.num_perm % near.bands == 0,

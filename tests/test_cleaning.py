@@ -139,8 +139,13 @@ def test_decontamination_finds_and_removes_documents_sharing_an_ngram_with_an_ev
             "error: params.yaml: clean.decontaminate is false: YAML reads an unquoted "
             'no/off/yes/on as a boolean; write "off", "report" or "remove"',
         ),
+        (
+            {"clean.boilerplate_min_documents": 1},
+            "error: params.yaml: clean.boilerplate_min_documents is 1, which would remove every line; "
+            "use 0 (off) or at least 2",
+        ),
     ],
-    ids=["threshold-0", "threshold-above-1", "bands-not-dividing", "off-unquoted"],
+    ids=["threshold-0", "threshold-above-1", "bands-not-dividing", "off-unquoted", "boilerplate-1"],
 )
 def test_a_bad_clean_param_is_one_line(tmp_path, changes, message):
     write_params(tmp_path, changes)
@@ -169,3 +174,31 @@ def test_near_settings_are_checked_by_the_library_too():
 
     assert check_settings(NearSettings(True, 0.8, 5, 128, 32)) is None
     assert "does not divide" in check_settings(NearSettings(True, 0.8, 5, 128, 30))
+
+
+def test_boilerplate_lines_in_enough_documents_are_removed_from_all_the_same_on_two_workers(tmp_path):
+    footer = "This page was last edited by the Sample Wiki team. Text is available under a licence."
+    rng = np.random.default_rng(1)
+    (tmp_path / "in").mkdir()
+    with DocumentWriter(tmp_path / "in") as writer:
+        for doc in range(40):
+            body = " ".join(f"w{n}" for n in rng.integers(0, 50_000, size=60))
+            shared = "A line two documents share." if doc in (3, 4) else f"Line {doc}."
+            writer.add(
+                "wiki", str(doc), str(doc), f"{body}\n{shared}\n{footer if doc % 4 else footer.upper()}"
+            )
+    boiler = settings()
+    boiler = type(boiler)(**{**boiler.__dict__, "boilerplate_min_documents": 3})
+    outputs = []
+    for workers in (1, 2):
+        out = tmp_path / f"out{workers}"
+        out.mkdir()
+        result = clean_corpora({"wiki": tmp_path / "in"}, out, boiler, Compute("local", workers), None, [])
+        outputs.append(_digests(out))
+    assert outputs[0] == outputs[1]
+    assert result.metrics["wiki"]["boilerplate_lines_removed"] == 40  # the footer, in any case
+    import pyarrow.parquet as pq
+
+    texts = pq.read_table(tmp_path / "out1" / "wiki").column("text").to_pylist()
+    assert len(texts) == 40 and not any("last edited" in text.lower() for text in texts)
+    assert sum("two documents share" in text for text in texts) == 2  # in 2 < 3 documents: kept

@@ -27,6 +27,7 @@ LSH's trade-off: a pair of Jaccard similarity s shares at least one of b bands o
 probability 1 - (1 - s^r)^b; docs/pipeline.md#cleaning tabulates it for the defaults.
 """
 
+import functools
 import heapq
 import math
 import os
@@ -43,7 +44,16 @@ from tqdm import tqdm
 from bert.atomic import task_file
 from bert.cleaning import contamination
 from bert.cleaning.tables import Chunk, list_chunks, read_rows, write_kept
-from bert.cleaning.text import jaccard, ngram_hashes, normalise, text_digest, word_hashes, words
+from bert.cleaning.text import (
+    jaccard,
+    line_keys,
+    ngram_hashes,
+    normalise,
+    strip_lines,
+    text_digest,
+    word_hashes,
+    words,
+)
 from bert.compute import Compute
 from bert.errors import UserError
 from bert.parallel import ComputePool
@@ -72,6 +82,9 @@ class CleanSettings:
     seed: int
     decontaminate: bool  # remove documents sharing an n-gram with an evaluation set
     contamination_ngram: int
+    # A line (paragraph) found in at least this many documents is boilerplate, removed from all of
+    # them before anything is compared; 0: none is.
+    boilerplate_min_documents: int
 
 
 @dataclass
@@ -145,6 +158,12 @@ def _sign(
     rows = read_rows(chunk.path, chunk.start, chunk.end, ["text"])
     texts = [text or "" for text in rows.column("text").to_pylist()]
     sizes = np.array([len(text.encode("utf-8")) for text in texts], np.int64)
+    boilerplate_lines = 0
+    if settings.boilerplate_min_documents:
+        boilerplate = _boilerplate(work)
+        for row, text in enumerate(texts):
+            texts[row], dropped = strip_lines(text, boilerplate, settings.lower_case)
+            boilerplate_lines += dropped
     contaminated = np.zeros(len(texts), bool)
     found: dict[str, list] = {}
     entries, shingle_rows, shingle_sets = [], [], []
@@ -192,9 +211,51 @@ def _sign(
         )
     return (
         sizes,
+        boilerplate_lines,
         contaminated,
         {name: (len(arrays), np.unique(np.concatenate(arrays))) for name, arrays in found.items()},
     )
+
+
+def _count_lines(chunk: Chunk, lower_case: bool, partitions: int, work: str, number: int) -> None:
+    """Boilerplate pass 1 for one chunk: each document's distinct line keys, into the partition
+    files by key (a document counts once per line however often it repeats it)."""
+    rows = read_rows(chunk.path, chunk.start, chunk.end, ["text"])
+    keys = [line_keys(text or "", lower_case) for text in rows.column("text").to_pylist()]
+    keys = np.concatenate(keys) if keys else np.zeros(0, np.uint64)
+    part = keys % np.uint64(partitions)
+    for p in range(partitions):
+        with (
+            task_file(Path(work) / f"l{p:05d}" / f"s{number:07d}.npy") as building,
+            open(building, "wb") as out,
+        ):
+            np.save(out, keys[part == p])
+
+
+def _repeated_lines(work: str, partition: int, tasks: int, min_documents: int) -> np.ndarray:
+    """Boilerplate pass 2 for one partition: the keys of lines in at least min_documents documents."""
+    folder = Path(work) / f"l{partition:05d}"
+    keys, counts = np.unique(
+        np.concatenate([np.load(folder / f"s{number:07d}.npy") for number in range(tasks)]),
+        return_counts=True,
+    )
+    shutil.rmtree(folder)
+    return keys[counts >= min_documents]
+
+
+_boilerplate_keys: tuple[str, np.ndarray] | None = None  # in a worker: (work folder, its keys)
+
+
+def _boilerplate(work: str) -> np.ndarray:
+    """The boilerplate line keys of this run (read once per worker process and run)."""
+    global _boilerplate_keys
+    if _boilerplate_keys is None or _boilerplate_keys[0] != work:
+        _boilerplate_keys = (work, np.load(Path(work) / "boilerplate.npy"))
+    return _boilerplate_keys[1]
+
+
+def _strip_boilerplate(work: str, lower_case: bool, text: str) -> str:
+    return strip_lines(text, _boilerplate(work), lower_case)[0]
 
 
 def _list_array(arrays: list[np.ndarray]) -> pa.ListArray:
@@ -310,13 +371,17 @@ def clean_corpora(
     sizes, contaminated = [], []
     cont_docs = {name: {s: 0 for s in eval_sets} for name in names}
     cont_ngrams = {name: {s: [] for s in eval_sets} for name in names}
+    boilerplate_lines = {name: 0 for name in names}
     with ComputePool(compute, *initializer) as pool:
+        if settings.boilerplate_min_documents:
+            _find_boilerplate(pool, chunks, settings, partitions, work)
         tasks = [(chunk, settings, partitions, str(work), number) for number, chunk in enumerate(chunks)]
         with tqdm(total=total, desc="clean: sign", unit=" docs") as bar:
-            for chunk, (chunk_sizes, chunk_cont, found) in zip(
+            for chunk, (chunk_sizes, chunk_lines, chunk_cont, found) in zip(
                 chunks, pool.map(_sign, tasks, describe=lambda task: task[0].describe())
             ):
                 bar.update(len(chunk_sizes))
+                boilerplate_lines[names[chunk.corpus]] += chunk_lines
                 sizes.append(chunk_sizes)
                 contaminated.append(chunk_cont)
                 for name, (count, shared) in found.items():
@@ -382,7 +447,12 @@ def clean_corpora(
             first, rows = file_first[(corpus, path)], file_rows[(corpus, path)]
             removed = [o - first for o in removed_kind if first <= o < first + rows]
             (output / names[corpus]).mkdir(exist_ok=True)
-            write_tasks.append((path, str(output / names[corpus] / Path(path).name), sorted(removed)))
+            strip = (
+                functools.partial(_strip_boilerplate, str(work), settings.lower_case)
+                if settings.boilerplate_min_documents
+                else None
+            )
+            write_tasks.append((path, str(output / names[corpus] / Path(path).name), sorted(removed), strip))
         written = {name: [0, 0] for name in names}
         for (corpus, _), (documents, size) in zip(
             files, pool.map(write_kept, write_tasks, describe=lambda task: task[0])
@@ -412,6 +482,7 @@ def clean_corpora(
                 1 for o, k in removed_kind.items() if k == "near" and corpus_of[o] == index
             ),
             "duplicate_clusters_kept_here": len({r for r in roots.values() if corpus_of[r] == index}),
+            "boilerplate_lines_removed": boilerplate_lines[name],
             "duplicates_of_another_corpus": sum(
                 1 for o, r in roots.items() if corpus_of[o] == index and corpus_of[r] != index
             ),
@@ -434,6 +505,28 @@ def clean_corpora(
     }
     samples = _samples(chunks, names, roots, removed_kind, near_pairs, near_similarity)
     return CleanResult(metrics, samples)
+
+
+def _find_boilerplate(
+    pool: ComputePool, chunks: list[Chunk], settings: CleanSettings, partitions: int, work: Path
+) -> None:
+    """Count each line's documents (partitioned by the line's key) and write the keys of lines in
+    at least boilerplate_min_documents documents to work/boilerplate.npy, sorted."""
+    for p in range(partitions):
+        (work / f"l{p:05d}").mkdir()
+    count_tasks = [(chunk, settings.lower_case, partitions, str(work), n) for n, chunk in enumerate(chunks)]
+    for _ in tqdm(
+        pool.map(_count_lines, count_tasks, describe=lambda task: task[0].describe()),
+        total=len(chunks),
+        desc="clean: lines",
+        unit=" tasks",
+    ):
+        pass
+    tasks = [(str(work), p, len(chunks), settings.boilerplate_min_documents) for p in range(partitions)]
+    repeated = list(pool.map(_repeated_lines, tasks, describe=lambda task: f"line partition {task[1]}"))
+    keys = np.sort(np.concatenate(repeated)) if repeated else np.zeros(0, np.uint64)
+    with task_file(work / "boilerplate.npy") as building, open(building, "wb") as out:
+        np.save(out, keys)
 
 
 def _first_line(chunks: list[Chunk], task_firsts: list[int], ordinal: int) -> tuple[str, str]:

@@ -6,7 +6,7 @@ are numbered across all corpora in corpus order, then table order: that *ordinal
 document in every spill file and decides which copy of a duplicate is kept.
 """
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -82,10 +82,13 @@ def iter_part_rows(path: str) -> Iterator[pa.Table]:
         yield parquet.read_row_group(group)
 
 
-def write_kept(path: str, out_file: str, removed: list[int]) -> tuple[int, int]:
+def write_kept(
+    path: str, out_file: str, removed: list[int], strip: Callable[[str], str] | None = None
+) -> tuple[int, int]:
     """Copy part file `path` to `out_file` without the rows `removed` (row numbers in the file),
-    row group by row group, in the document table's schema; no file when no row is kept.
-    Returns (documents, UTF-8 bytes of text) written."""
+    row group by row group, in the document table's schema, each text through `strip` when given
+    (boilerplate lines out); no file when no row is kept. Returns (documents, UTF-8 bytes of text)
+    written."""
     removed_rows = set(removed)
     documents = size = 0
     first = 0
@@ -98,6 +101,11 @@ def write_kept(path: str, out_file: str, removed: list[int]) -> tuple[int, int]:
                 kept = table.select(DOCUMENT_SCHEMA.names).cast(DOCUMENT_SCHEMA).filter(pa.array(keep))
                 if kept.num_rows == 0:
                     continue
+                if strip is not None:
+                    texts = pa.array(
+                        [strip(text or "") for text in kept.column("text").to_pylist()], pa.string()
+                    )
+                    kept = kept.set_column(DOCUMENT_SCHEMA.get_field_index("text"), "text", texts)
                 if writer is None:
                     writer = pq.ParquetWriter(building, DOCUMENT_SCHEMA, compression="zstd")
                 writer.write_table(kept, row_group_size=ROW_GROUP_ROWS)

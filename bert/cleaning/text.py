@@ -82,6 +82,34 @@ def text_ngrams(text: str, n: int, lower_case: bool, whole_if_shorter: bool) -> 
     return ngram_hashes(word_hashes(words(normalise(text, lower_case))), n, whole_if_shorter)
 
 
+def line_key(line: str, lower_case: bool) -> int | None:
+    """A 64-bit key of a line's normalised text (boilerplate counting); None for a blank line."""
+    normalised = normalise(line, lower_case)
+    if not normalised:
+        return None
+    return int.from_bytes(hashlib.blake2b(normalised.encode("utf-8"), digest_size=8).digest(), "little")
+
+
+def line_keys(text: str, lower_case: bool) -> np.ndarray:
+    """The distinct keys of a document's lines (paragraphs), sorted."""
+    keys = {key for line in text.split("\n") if (key := line_key(line, lower_case)) is not None}
+    return np.array(sorted(keys), np.uint64)
+
+
+def strip_lines(text: str, keys: np.ndarray, lower_case: bool) -> tuple[str, int]:
+    """`text` without its lines whose key is in `keys` (sorted); and how many lines went."""
+    if not len(keys):
+        return text, 0
+    kept, dropped = [], 0
+    for line in text.split("\n"):
+        key = line_key(line, lower_case)
+        if key is not None and keys[min(np.searchsorted(keys, np.uint64(key)), len(keys) - 1)] == key:
+            dropped += 1
+        else:
+            kept.append(line)
+    return "\n".join(kept), dropped
+
+
 def jaccard(a: np.ndarray, b: np.ndarray) -> float:
     """Exact Jaccard similarity of two sorted unique hash arrays (1.0 for two empty ones)."""
     if len(a) == 0 and len(b) == 0:
