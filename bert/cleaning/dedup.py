@@ -1,6 +1,10 @@
 """Exact and near-duplicate removal across every corpus of a run, on the task engine.
 
 Passes (the driver handles numbers and duplicate candidates only, never the corpus):
+0. Boilerplate, when `boilerplate_min_documents` is set: each document's distinct line keys are
+   spilled by key to partition files, a task per partition counts their documents, and lines in
+   at least that many documents are removed from every document before anything below (and in
+   the output).
 1. Sign, on the workers, a task per run of TASK_DOCUMENTS rows (bert.cleaning.tables): each
    document's normalised text digest (exact duplicates), its word-shingle set (sorted 64-bit
    hashes, spilled to the task's file for verification) and its MinHash signature (rensa's
@@ -367,7 +371,9 @@ def clean_corpora(
     initializer = (
         (contamination.load_ngrams, (str(eval_ngrams_file),)) if settings.decontaminate else (None, ())
     )
-    corpus_of = np.array([chunk.corpus for chunk in chunks for _ in range(chunk.end - chunk.start)], np.int32)
+    corpus_of = np.repeat(
+        np.array([chunk.corpus for chunk in chunks], np.int32), [chunk.end - chunk.start for chunk in chunks]
+    )
     sizes, contaminated = [], []
     cont_docs = {name: {s: 0 for s in eval_sets} for name in names}
     cont_ngrams = {name: {s: [] for s in eval_sets} for name in names}
@@ -435,6 +441,7 @@ def clean_corpora(
             removed_kind[ordinal] = "contaminated"
 
         shutil.rmtree(work / "shingles")
+        removed_ordinals = np.array(sorted(removed_kind), np.int64)
         files, file_first, file_rows = [], {}, {}
         for chunk in chunks:  # part files in table order, each with its first ordinal and rows
             key = (chunk.corpus, chunk.path)
@@ -445,14 +452,15 @@ def clean_corpora(
         write_tasks = []
         for corpus, path in files:
             first, rows = file_first[(corpus, path)], file_rows[(corpus, path)]
-            removed = [o - first for o in removed_kind if first <= o < first + rows]
+            low, high = np.searchsorted(removed_ordinals, [first, first + rows])
+            removed = (removed_ordinals[low:high] - first).tolist()
             (output / names[corpus]).mkdir(exist_ok=True)
             strip = (
                 functools.partial(_strip_boilerplate, str(work), settings.lower_case)
                 if settings.boilerplate_min_documents
                 else None
             )
-            write_tasks.append((path, str(output / names[corpus] / Path(path).name), sorted(removed), strip))
+            write_tasks.append((path, str(output / names[corpus] / Path(path).name), removed, strip))
         written = {name: [0, 0] for name in names}
         for (corpus, _), (documents, size) in zip(
             files, pool.map(write_kept, write_tasks, describe=lambda task: task[0])
