@@ -77,6 +77,17 @@ def project(tmp_path) -> Path:
     return copy_project(tmp_path / "project")
 
 
+def test_only_decontaminate_remove_puts_the_evaluation_sets_upstream_of_pretraining(project):
+    evaluation = {"eval_texts", "download_squad", "download_task@rte"}
+    report = set(planned(project, "pretrain_phase1"))  # the default, report
+    assert {"clean", "shard@wikipedia"} <= report and not evaluation & report
+    assert evaluation <= set(planned(project, "contamination"))
+    set_params(project, {"clean.decontaminate": "remove"})
+    assert evaluation <= set(planned(project, "pretrain_phase1"))
+    set_params(project, {"clean.decontaminate": "off"})
+    assert not evaluation & set(planned(project, "pretrain_phase1"))
+
+
 def test_released_weights_need_no_corpus_and_no_pretraining(project):
     pretraining = planned(project, "finetune_squad")
     assert {"download@wikipedia", "vocab", "pretrain_phase2", "export_hf"} <= set(pretraining)
@@ -151,6 +162,7 @@ def test_corpora_are_params(project):
             for stage in ("download", "documents", "shard")
             for corpus in ("wikipedia", "notes")
         ),
+        "clean",
         "vocab",
         "examples@phase1",
         "sources",

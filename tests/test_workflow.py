@@ -27,6 +27,7 @@ DATA_STAGES = [
     "download@bookcorpus",
     "documents@wikipedia",
     "documents@bookcorpus",
+    "clean",
     "shard@wikipedia",
     "shard@bookcorpus",
     "vocab",
@@ -130,10 +131,37 @@ def test_data_stages_are_byte_identical_when_forced(clone):
     data_outputs = [
         path
         for path in before
-        if path.startswith(("data/raw", "data/documents", "data/shards", "data/vocab", "data/examples"))
+        if path.startswith(
+            ("data/raw", "data/documents", "data/clean", "data/shards", "data/vocab", "data/examples")
+        )
     ]
     assert data_outputs
     assert {path: after[path] for path in data_outputs} == {path: before[path] for path in data_outputs}
+
+
+def test_an_edited_squad_dev_file_reruns_the_contamination_report_and_never_pretraining(clone):
+    """clean.decontaminate: report (the default) keeps pretraining off the evaluation sets."""
+    dev = clone / "data/sample/squad/v1.1/dev-v1.1.json"
+    original = dev.read_bytes()
+    dev.write_bytes(original.replace(b'"question": "', b'"question": "Tell me: ', 1))
+    try:
+        ran = stages_run(dvc("repro", "eval_texts", cwd=clone).stdout)
+        assert {"download_squad", "eval_texts"} <= set(ran), ran
+        changed = set(json.loads(dvc("status", "--json", cwd=clone).stdout))
+        assert {"contamination", "finetune_squad"} <= changed, changed
+        pretraining = {
+            "clean",
+            "shard@wikipedia",
+            "vocab",
+            "examples@phase1",
+            "pretrain_phase1",
+            "pretrain_phase2",
+        }
+        assert not changed & pretraining, changed
+    finally:
+        dev.write_bytes(original)
+        run(["git", "checkout", "dvc.lock", "metrics"], cwd=clone)
+        dvc("checkout", cwd=clone)
 
 
 def test_experiment_then_metrics_diff(clone):
