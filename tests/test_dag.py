@@ -233,7 +233,8 @@ def test_fine_tune_only_run_from_a_real_checkpoint(project, minilm_dir):
 def test_continued_mlm_only_pretraining_of_a_real_checkpoint_then_squad(project, minilm_dir):
     """MiniLM continued on the sample corpus (its vocabulary, MLM only, phase 2 with phase 1's
     optimizer) for a few steps, exported, and fine-tuned on SQuAD, all through `dvc repro`."""
-    phase = {"max_steps": 3, "global_batch_size": 8, "micro_batch_size": 8, "learning_rate": 1e-4}
+    phase = {"max_steps": 3, "global_batch_size": 8, "micro_batch_size": 8, "learning_rate": 1e-4,
+             "schedule": "poly", "decay_share": 0.2, "decay_shape": "1-sqrt"}  # fmt: skip
     set_params(
         project,
         {
