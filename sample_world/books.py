@@ -299,3 +299,24 @@ def build_books(w: World, rng: random.Random) -> list[tuple[str, list[str]]]:
         lines.append("The End")
         books.append((slugify(title), lines))
     return books
+
+
+def planted_duplicates(
+    books: list[tuple[str, list[str]]], articles: list, rng: random.Random
+) -> list[tuple[str, list[str]]]:
+    """Copies for corpus cleaning to find (docs/pipeline.md#cleaning): a reprint of one book (the
+    same text, some lines with other spacing and case: an exact duplicate after normalisation), an
+    abridged copy of another (a few lines left out: a near duplicate), and a book that reprints an
+    article's prose, a duplicate across the two corpora (the article, first in corpus order, is
+    kept). Each name sorts after its original's (`_` after `.`), so the original is kept."""
+    (reprinted, lines_a), (abridged, lines_b) = rng.sample(sorted(books), 2)
+    reprint = [line.upper() if i % 7 == 3 else f"  {line}" for i, line in enumerate(lines_a)]
+    dropped = set(rng.sample(range(2, len(lines_b)), max(1, len(lines_b) // 40)))
+    shorter = [line for i, line in enumerate(lines_b) if i not in dropped]
+    article = max(articles, key=lambda a: (sum(len(text) for text, _ in a.paragraphs), a.entity.title))
+    prose = [article.entity.title, *(text for text, _ in article.paragraphs)]
+    return [
+        (f"{reprinted}_reprint", reprint),
+        (f"{abridged}_abridged", shorter),
+        (f"{slugify(article.entity.title)}_a_life", prose),
+    ]

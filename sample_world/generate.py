@@ -10,7 +10,7 @@ import pyarrow.parquet as pq
 
 from bert.atomic import atomic_file
 from sample_world.articles import write_article
-from sample_world.books import BOOKS_PARQUET, build_books
+from sample_world.books import BOOKS_PARQUET, build_books, planted_duplicates
 from sample_world.glue import GLUE_FOLDERS, build_glue
 from sample_world.squad import SQUAD_FILES, build_squad
 from sample_world.swag import SWAG_FILES, build_swag, swag_csv
@@ -27,7 +27,10 @@ def generate(seed: int) -> tuple[dict[str, bytes], dict]:
     xml = build_dump(world, articles, rng_wiki)
     files[f"wikipedia/{DUMP_NAME}"], files[f"wikipedia/{INDEX_NAME}"] = multistream(xml)
 
-    books = sorted(build_books(world, rng_books))  # the Parquet rows follow the .txt files in name order
+    books = build_books(world, rng_books)
+    # Planted duplicates draw on a stream of their own: the other books are the bytes they were.
+    books = sorted(books + planted_duplicates(books, articles, random.Random(f"{seed}:duplicates")))
+    # (the Parquet rows follow the .txt files in name order)
     all_lines = []
     for slug, lines in books:
         files[f"books/txt/{slug}.txt"] = ("\n".join(lines) + "\n").encode("utf-8")

@@ -14,7 +14,7 @@ from pathlib import Path
 # The modules of requirements.txt that bert/ and stages/ import (tests/test_params.py holds the two
 # equal); not dvc (the command that runs the stages) nor the optional indexed_bzip2.
 REQUIRED_MODULES = (
-    "dask", "dvclive", "h5py", "nltk", "numpy", "pyarrow", "safetensors", "tokenizers", "torch",
+    "dask", "dvclive", "h5py", "nltk", "numpy", "pyarrow", "rensa", "safetensors", "tokenizers", "torch",
     "tqdm", "wikiextractor", "yaml",
 )  # fmt: skip
 VENV = Path(__file__).resolve().parents[1] / ".venv"

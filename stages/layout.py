@@ -18,6 +18,13 @@ SQUAD_DEV = SQUAD_DIR / "dev.json"
 SQUAD_PREDICTIONS = DATA / "predictions"
 SOURCES = DATA / "sources"  # links to the local sources params name, for DVC to hash (stages/sources.py)
 SQUAD_SOURCES = SOURCES / "squad"
+CLEAN_DIR = DATA / "clean"  # the cleaned document tables, one folder per corpus (stage clean)
+# The clean stage's dep follows clean.decontaminate: data/decontaminate/<mode>. Under `remove` that is
+# the evaluation texts (stage eval_texts), so pretraining depends on the evaluation sets; `off` and
+# `report` are committed folders holding a README, so it does not.
+DECONTAMINATE = DATA / "decontaminate"
+EVAL_TEXTS_DIR = DECONTAMINATE / "remove"
+EVAL_TEXTS = EVAL_TEXTS_DIR / "eval_texts.parquet"
 METRICS = Path("metrics")
 LIVE = Path("dvclive")
 # Where the pipeline writes: no local source may lie in one of them or hold one (a dependency on a
@@ -43,6 +50,10 @@ def weights_sources(name: str) -> Path:
 
 def documents(corpus: str) -> Path:
     return DATA / "documents" / corpus
+
+
+def clean(corpus: str) -> Path:
+    return CLEAN_DIR / corpus
 
 
 def shards(corpus: str | None = None) -> Path:
@@ -93,7 +104,7 @@ def logs(run: str) -> Path:
 # DVC deletes an output before its stage runs and the stage replaces it whole, so nothing else may
 # be written in them; the training stages check that no rank logs go there (bert.distributed.launch).
 OUTPUT_FOLDERS = (
-    raw(""), documents(""), shards(), VOCAB_DIR, examples(""), DATA / "models", weights(""), SQUAD_DIR,
+    raw(""), documents(""), CLEAN_DIR, EVAL_TEXTS_DIR, shards(), VOCAB_DIR, examples(""), DATA / "models", weights(""), SQUAD_DIR,
     SQUAD_PREDICTIONS, task_data(""), task_predictions(""), SOURCES, METRICS, LIVE,
 )  # fmt: skip
 
@@ -121,6 +132,11 @@ def documents_metrics(corpus: str) -> Path:
 
 def shard_metrics(corpus: str) -> Path:
     return METRICS / f"shard_{corpus}.json"
+
+
+CLEAN_METRICS = METRICS / "clean.json"
+CLEAN_SAMPLES = METRICS / "clean_removed.txt"  # first lines of removed documents beside the kept ones
+CONTAMINATION_METRICS = METRICS / "contamination.json"
 
 
 def seed_folder(seed: int) -> str:

@@ -68,6 +68,27 @@ class Shard:
 
 
 @dataclass
+class CleanNear:
+    enabled: bool
+    # Exact Jaccard similarity of two documents' word-shingle sets at or above which they are duplicates
+    threshold: Annotated[float, Range(0, 1, low_open=True)]
+    ngram: Count  # words per shingle
+    num_perm: Annotated[int, Range(low=2)]  # MinHash values per document
+    bands: Count  # LSH bands; must divide num_perm (rows per band = num_perm / bands)
+
+
+@dataclass
+class Clean:
+    exact: bool  # remove documents whose normalised text equals an earlier one's
+    near: CleanNear
+    # off | report (stage contamination, off the pretraining path) | remove (pretraining depends on the evaluation sets)
+    decontaminate: Literal["off", "report", "remove"]
+    contamination_ngram: Count  # words per n-gram shared with an evaluation text (GPT-3: 13)
+    # A line in at least this many documents is boilerplate, removed from all of them; 0 = off
+    boilerplate_min_documents: Annotated[int, Range(low=0, meaning="0 = off, else at least 2")]
+
+
+@dataclass
 class Vocab:
     source: str  # train | google | file:<path> | weights (the vocabulary of pretrain.init's folder)
     url: str
@@ -276,6 +297,7 @@ class Benchmark:
 class Params:
     corpora: dict[str, Corpus]
     follow_links: bool  # links in a local source folder may lead out of it (bert.source_tree)
+    clean: Clean
     shard: Shard
     vocab: Vocab
     mixing: Mixing
@@ -640,5 +662,15 @@ def _check(params: Params) -> None:
             "vocab.source is weights but pretrain.init is random; set pretrain.init to a key of weights, "
             "or vocab.source to train, google or file:<path>"
         )
+    require(
+        params.clean.boilerplate_min_documents != 1,
+        "clean.boilerplate_min_documents is 1, which would remove every line; use 0 (off) or at least 2",
+    )
+    near = params.clean.near
+    require(
+        near.num_perm % near.bands == 0,
+        f"clean.near.bands {near.bands} does not divide clean.near.num_perm {near.num_perm}; choose bands "
+        "that divide it (each band holds num_perm / bands MinHash values)",
+    )
     if problems:
         raise UserError("params.yaml: " + "\n  params.yaml: ".join(problems))

@@ -1,4 +1,4 @@
-"""Stage shard@<corpus>: data/documents/<corpus>/ -> data/shards/<corpus>/ (sentence shards)."""
+"""Stage shard@<corpus>: data/clean/<corpus>/ (the cleaned documents) -> data/shards/<corpus>/ (sentence shards)."""
 
 import sys
 
@@ -17,7 +17,7 @@ def main() -> None:
     if corpus not in params.corpora:
         raise UserError(f"unknown corpus {corpus!r}; params.yaml `corpora` has: {', '.join(params.corpora)}")
     metrics = shard_corpus(
-        layout.documents(corpus),
+        layout.clean(corpus),
         layout.shards(corpus),
         num_train_shards=params.shard.num_train_shards,
         num_test_shards=params.shard.num_test_shards,

@@ -202,12 +202,12 @@ def utf8_txt_book(root: Path) -> None:
 
 
 def document_table(root: Path) -> None:
-    """data/documents/wikipedia, what stages.shard reads: 200 documents of a few sentences of
+    """data/clean/wikipedia, what stages.shard reads: 200 documents of a few sentences of
     random words (enough text for Punkt to learn where sentences end)."""
     rng = np.random.default_rng(0)
     words = [f"word{i}" for i in range(300)]
-    (root / "data/documents/wikipedia").mkdir(parents=True)
-    writer = DocumentWriter(root / "data/documents/wikipedia")
+    (root / "data/clean/wikipedia").mkdir(parents=True)
+    writer = DocumentWriter(root / "data/clean/wikipedia")
     for doc in range(200):
         sentences = [" ".join(rng.choice(words, size=8)).capitalize() + "." for _ in range(4)]
         writer.add("wikipedia", f"doc{doc}", f"Title {doc}", " ".join(sentences))

@@ -111,8 +111,8 @@ def test_an_unknown_scheduler_is_one_line(tmp_path):
 
 # A cluster started by its own commands -------------------------------------------------------------
 
-CLUSTER_STAGES = ("documents@wikipedia", "shard@wikipedia", "examples@phase1")
-CLUSTER_OUTPUTS = ("data/documents/wikipedia", "data/shards/wikipedia", "data/examples/phase1")
+CLUSTER_STAGES = ("documents@wikipedia", "clean", "shard@wikipedia", "examples@phase1")
+CLUSTER_OUTPUTS = ("data/documents/wikipedia", "data/clean", "data/shards/wikipedia", "data/examples/phase1")
 
 
 @pytest.fixture(scope="module")
@@ -210,7 +210,9 @@ def test_dvc_repro_on_dask_scheduler_and_workers_started_elsewhere_writes_the_lo
     expected = {output: _digests(root / output) for output in CLUSTER_OUTPUTS}
     with _cluster(tmp_path / "elsewhere", DASK_SCHEDULER, [DASK_WORKERS], expected_workers=2) as cluster:
         ran = _repro_on(cluster, root, *CLUSTER_STAGES)
-    assert {"range_articles", "segment", "intra_task"} <= set(ran), ran  # documents, shard, examples
+    assert {"range_articles", "_sign", "segment", "intra_task"} <= set(ran), (
+        ran
+    )  # documents, clean, shard, examples
     assert {output: _digests(root / output) for output in CLUSTER_OUTPUTS} == expected
 
 

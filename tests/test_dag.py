@@ -79,6 +79,17 @@ def project(tmp_path) -> Path:
     return copy_project(tmp_path / "project")
 
 
+def test_only_decontaminate_remove_puts_the_evaluation_sets_upstream_of_pretraining(project):
+    evaluation = {"eval_texts", "download_squad", "download_task@rte"}
+    report = set(planned(project, "pretrain_phase1"))  # the default, report
+    assert {"clean", "shard@wikipedia"} <= report and not evaluation & report
+    assert evaluation <= set(planned(project, "contamination"))
+    set_params(project, {"clean.decontaminate": "remove"})
+    assert evaluation <= set(planned(project, "pretrain_phase1"))
+    set_params(project, {"clean.decontaminate": "off"})
+    assert not evaluation & set(planned(project, "pretrain_phase1"))
+
+
 def test_released_weights_need_no_corpus_and_no_pretraining(project):
     pretraining = planned(project, "finetune_squad")
     assert {"download@wikipedia", "vocab", "pretrain_phase2", "export_hf"} <= set(pretraining)
@@ -153,6 +164,7 @@ def test_corpora_are_params(project):
             for stage in ("download", "documents", "shard")
             for corpus in ("wikipedia", "notes")
         ),
+        "clean",
         "vocab",
         "examples@phase1",
         "sources",
@@ -223,7 +235,8 @@ def test_fine_tune_only_run_from_a_real_checkpoint(project, minilm_dir):
 def test_continued_mlm_only_pretraining_of_a_real_checkpoint_then_squad(project, minilm_dir):
     """MiniLM continued on the sample corpus (its vocabulary, MLM only, phase 2 with phase 1's
     optimizer) for a few steps, exported, and fine-tuned on SQuAD, all through `dvc repro`."""
-    phase = {"max_steps": 3, "global_batch_size": 8, "micro_batch_size": 8, "learning_rate": 1e-4}
+    phase = {"max_steps": 3, "global_batch_size": 8, "micro_batch_size": 8, "learning_rate": 1e-4,
+             "schedule": "poly", "decay_share": 0.2, "decay_shape": "1-sqrt"}  # fmt: skip
     set_params(
         project,
         {

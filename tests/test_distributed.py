@@ -105,6 +105,14 @@ def test_token_weighted_loss_makes_two_ranks_and_accumulation_equal_one_big_batc
             assert summary[key] == pytest.approx(reference_summary[key], rel=1e-6), (name, key)
         for key, value in reference.items():
             torch.testing.assert_close(weights[key], value, atol=1e-6, rtol=1e-5, msg=f"{name} {key}")
+        # the throughput figures are of all ranks together: the same real tokens and model FLOPs
+        for key in ("tokens_per_second", "model_tflops_per_second"):
+            work = summary[key] * summary["seconds"]
+            assert work == pytest.approx(reference_summary[key] * reference_summary["seconds"], rel=1e-9), (
+                name,
+                key,
+            )
+        assert 0 <= summary["data_wait_share"] <= 1
     # the logged loss is its terms' sum, each a mean over all its items of the step (log_every 1)
     assert reference_summary["loss"] == pytest.approx(
         reference_summary["mlm_loss"] + reference_summary["nsp_loss"]

@@ -11,7 +11,6 @@ from torch import nn
 from bert.model.config import BertConfig
 from bert.model.network import BertForPreTraining, BertForQuestionAnswering, PackedSequences, packed_attention
 from bert.pretraining.loader import PAD_TO_MULTIPLE, DynamicMasking, PretrainingData
-from bert.pretraining.loss import pretraining_loss
 from bert.training.binning import BIN_WINDOW
 from bert.training.optim import build_optimizer, parameter_groups
 from tests.support.shard_fixtures import VOCAB, write_shards, write_vocab
@@ -264,14 +263,6 @@ def test_fused_layer_norms_are_not_weight_decayed():
     assert {id(p) for p in no_decay["params"]} == {id(model[0].bias), id(model[1].weight), id(model[1].bias)}
 
 
-def test_pretraining_loss_reports_padding_waste():
-    torch.manual_seed(0)
-    batch = padded_batch([40, 10])
-    _, stats = pretraining_loss(BertForPreTraining(config()), batch)
-    padded, slots = stats["padding_waste"]
-    assert (int(padded), slots) == (30, 80)
-
-
 def test_stage_runs_binned_and_unpadded(tmp_path, monkeypatch):
     """stages.pretrain wires pretrain.length_binning and pretrain.unpad into the loader, the model
     and the metrics."""
@@ -288,7 +279,10 @@ def test_stage_runs_binned_and_unpadded(tmp_path, monkeypatch):
     stage.pretrain(params, "phase1", setup_distributed("gloo", 5))
     metrics = json.loads((root / "metrics/pretrain_phase1.json").read_text())
     assert metrics["steps"] == 4 and 0 <= metrics["padding_waste"] < 0.5
-    assert (root / "dvclive/pretrain_phase1/plots/metrics/train/padding_waste.tsv").is_file()
+    assert metrics["mfu"] > 0 and metrics["peak_source"] == "measured"
+    curves = root / "dvclive/pretrain_phase1/plots/metrics/train"
+    for name in ("padding_waste", "tokens_per_second", "model_tflops_per_second", "mfu", "data_wait_share"):
+        assert (curves / f"{name}.tsv").read_text().splitlines()[1].startswith("4\t"), name  # bert.throughput
 
 
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")

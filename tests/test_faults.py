@@ -363,13 +363,13 @@ def test_pretrain_with_a_corrupt_newest_checkpoint_resumes_from_the_previous_one
 
 
 def _shard_workspace(root: Path) -> Path:
-    """A project with a document table of 1,500 documents (6 chunks of stages.shard)."""
+    """A project with a cleaned document table of 1,500 documents (6 chunks of stages.shard)."""
     make_workspace(root)
     set_params(root, {"compute.num_workers": 1})
     rng = np.random.default_rng(0)
     words = [f"word{i}" for i in range(300)] + ["Mr.", "Dr.", "e.g.", "U.S."]
-    (root / "data/documents/wikipedia").mkdir(parents=True)
-    writer = DocumentWriter(root / "data/documents/wikipedia")
+    (root / "data/clean/wikipedia").mkdir(parents=True)
+    writer = DocumentWriter(root / "data/clean/wikipedia")
     for doc in range(1500):
         sentences = []
         for _ in range(int(rng.integers(1, 8))):
@@ -680,7 +680,7 @@ def test_disk_full_while_a_worker_writes_its_part_of_the_documents(
             dict(module="bert.corpus.shards", function="_segment", condition="task_args[1] == 512"),
             "data/shards/wikipedia",
             "metrics/shard_wikipedia.json",
-            "documents 512 to 767 of data/documents/wikipedia/part-00000.parquet",
+            "documents 512 to 767 of data/clean/wikipedia/part-00000.parquet",
         ),
         (
             _wikipedia_workspace,

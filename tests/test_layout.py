@@ -44,6 +44,8 @@ def expected_outputs(params: dict) -> set[str]:
     paths = {layout.VOCAB_DIR, layout.SQUAD_DIR, layout.model("squad"), layout.live("squad"),
              layout.training_metrics("squad"), layout.SQUAD_PREDICTIONS, layout.metrics("squad"),
              layout.metrics("benchmark"), layout.metrics("glue"), layout.SOURCES}  # fmt: skip
+    paths |= {layout.CLEAN_DIR, layout.CLEAN_METRICS, layout.CLEAN_SAMPLES, layout.EVAL_TEXTS_DIR,
+              layout.CONTAMINATION_METRICS}  # fmt: skip
     for corpus in corpora:
         paths |= {layout.raw(corpus), layout.documents(corpus), layout.shards(corpus),
                   layout.documents_metrics(corpus), layout.shard_metrics(corpus)}  # fmt: skip

@@ -12,12 +12,13 @@ from tests.support.stage_workspace import REPO, run_stage, write_params
 STAGES = [
     ("stages.documents", "wikipedia"),
     ("stages.documents", "bookcorpus"),
+    ("stages.clean",),
     ("stages.shard", "wikipedia"),
     ("stages.shard", "bookcorpus"),
     ("stages.vocab",),
     ("stages.examples", "phase1"),
 ]
-OUTPUTS = ("documents", "shards", "vocab", "examples")
+OUTPUTS = ("documents", "clean", "shards", "vocab", "examples")
 
 
 def sample_world_project(root: Path, workers: int) -> Path:

@@ -27,6 +27,7 @@ DATA_STAGES = [
     "download@bookcorpus",
     "documents@wikipedia",
     "documents@bookcorpus",
+    "clean",
     "shard@wikipedia",
     "shard@bookcorpus",
     "vocab",
@@ -39,7 +40,15 @@ TASK_STAGES = ["download_task", "finetune_task", "predict_task", "evaluate_task"
 
 
 def run(args: list[str], cwd: Path, check: bool = True, timeout: int = 1200) -> subprocess.CompletedProcess:
-    env = {**os.environ, "PATH": f"{BIN}{os.pathsep}{os.environ['PATH']}", "PYTHONUNBUFFERED": "1"}
+    # One OpenMP thread per stage process: the other pytest worker has the second core, and torch's
+    # threads spin-waiting for a busy core cost 2-4x the CPU time (the outputs do not depend on it:
+    # `cpu_threads` is a metric, and the data stages are byte-identical for any thread count).
+    env = {
+        **os.environ,
+        "PATH": f"{BIN}{os.pathsep}{os.environ['PATH']}",
+        "PYTHONUNBUFFERED": "1",
+        "OMP_NUM_THREADS": "1",
+    }
     result = subprocess.run(args, cwd=cwd, env=env, capture_output=True, text=True, timeout=timeout)
     if check and result.returncode != 0:
         raise AssertionError(
@@ -116,16 +125,43 @@ def test_repro_is_complete_then_a_noop_then_reruns_exactly_the_dependents(clone)
 
 def test_data_stages_are_byte_identical_when_forced(clone):
     before = lock_hashes(clone)
-    for stage in DATA_STAGES:
-        dvc("repro", "--force", "--single-item", stage, cwd=clone)
+    forced = dvc("repro", "--force", "--single-item", *DATA_STAGES, cwd=clone)  # one DVC start, not nine
+    assert sorted(stages_run(forced.stdout)) == sorted(DATA_STAGES)
     after = lock_hashes(clone)
     data_outputs = [
         path
         for path in before
-        if path.startswith(("data/raw", "data/documents", "data/shards", "data/vocab", "data/examples"))
+        if path.startswith(
+            ("data/raw", "data/documents", "data/clean", "data/shards", "data/vocab", "data/examples")
+        )
     ]
     assert data_outputs
     assert {path: after[path] for path in data_outputs} == {path: before[path] for path in data_outputs}
+
+
+def test_an_edited_squad_dev_file_reruns_the_contamination_report_and_never_pretraining(clone):
+    """clean.decontaminate: report (the default) keeps pretraining off the evaluation sets."""
+    dev = clone / "data/sample/squad/v1.1/dev-v1.1.json"
+    original = dev.read_bytes()
+    dev.write_bytes(original.replace(b'"question": "', b'"question": "Tell me: ', 1))
+    try:
+        ran = stages_run(dvc("repro", "eval_texts", cwd=clone).stdout)
+        assert {"download_squad", "eval_texts"} <= set(ran), ran
+        changed = set(json.loads(dvc("status", "--json", cwd=clone).stdout))
+        assert {"contamination", "finetune_squad"} <= changed, changed
+        pretraining = {
+            "clean",
+            "shard@wikipedia",
+            "vocab",
+            "examples@phase1",
+            "pretrain_phase1",
+            "pretrain_phase2",
+        }
+        assert not changed & pretraining, changed
+    finally:
+        dev.write_bytes(original)
+        run(["git", "checkout", "dvc.lock", "metrics"], cwd=clone)
+        dvc("checkout", cwd=clone)
 
 
 def test_experiment_then_metrics_diff(clone):
@@ -176,7 +212,7 @@ def _wait_for_queue(clone: Path, timeout: float = 1800) -> None:
         if not re.search(r"\b(Queued|Running)\b", status):
             assert "Failed" not in status, status
             return
-        time.sleep(5)
+        time.sleep(1)
     raise AssertionError("the experiment queue did not finish in time")
 
 
@@ -186,6 +222,7 @@ def test_plots_diff_draws_loss_curves(clone):
     html = (out / "index.html").read_text()
     assert "Pretraining loss (phase 1)" in html
     assert "SQuAD fine-tuning loss" in html
+    assert "Real tokens per second" in html and "MFU (model FLOP/s over the device" in html  # bert.throughput
 
 
 def test_push_then_pull_in_a_fresh_clone(clone, tmp_path):

@@ -25,16 +25,19 @@ for an unpadded one (`padded=False`: what the unpadded path computes, and the wo
 needs). Work nobody asked for earns no credit: `transformers`, which runs the vocabulary
 projection on every token, gets the same count as our model for the same batch.
 
-The peak (`matmul_peak`) is measured, not read from a data sheet: the best rate of dense matmuls at
+The benchmarks' peak (`matmul_peak`) is measured, not read from a data sheet: the best rate of dense matmuls at
 the model's own shapes (tokens x H x H, tokens x H x I, tokens x I x H) in the run's precision,
 on the same device and in the same process as the model, so MFU says how close a step comes to
-what this machine does on plain matmuls (on a shared CPU, under the same load).
+what this machine does on plain matmuls (on a shared CPU, under the same load). A training run's
+live MFU (`device_peak`, bert.training.throughput) divides by a known GPU's data-sheet peak, the figure
+published MFUs use, and measures a short probe only where no data sheet is known (CPUs).
 """
 
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+import numpy as np
 import torch
 
 from bert.model.config import BertConfig
@@ -50,46 +53,62 @@ def token_counts(attention_mask: torch.Tensor, padded: bool) -> list[int]:
     return [rows.shape[1]] * rows.shape[0] if padded else rows.sum(1).tolist()
 
 
-def _as_list(values: Lengths) -> list[int]:
-    if isinstance(values, int):
-        return [values]
+def real_lengths(attention_mask: torch.Tensor) -> np.ndarray:
+    """Real (non-padding) tokens per sequence of an [N, S] (or [N, C, S]) batch on the host, as an
+    array: what the training loop's throughput meter counts, without a device round trip."""
+    rows = attention_mask.reshape(
+        -1, attention_mask.shape[-1]
+    ).numpy()  # NumPy: a few µs, torch's ops cost more here
+    return rows.sum(1, dtype=np.int64)
+
+
+def _as_array(values: Lengths) -> np.ndarray:
+    """Per-sequence counts as int64 (sums of them stay exact; a step's FLOPs are summed in Python ints)."""
     if isinstance(values, torch.Tensor):
-        return values.flatten().tolist()
-    return list(values)
+        values = values.detach().cpu().numpy()
+    return np.asarray(values, dtype=np.int64).reshape(-1)
+
+
+def _per_sequence(values: Lengths, sequences: int) -> np.ndarray:
+    """One count per sequence: a single number stands for every sequence."""
+    values = _as_array(values)
+    if len(values) == 1 < sequences:
+        return np.repeat(values, sequences)
+    if len(values) != sequences:
+        raise ValueError(f"{len(values)} counts for {sequences} sequences")
+    return values
 
 
 def encoder_flops(config: BertConfig, lengths: Lengths, read_rows: Lengths | None = None) -> float:
     """Forward FLOPs of the encoder over sequences of `lengths` tokens. `read_rows`, per sequence:
     the rows the heads read, which is all the last layer computes besides keys and values."""
     h, i, layers = config.hidden_size, config.intermediate_size, config.num_hidden_layers
-    lengths = _as_list(lengths)
-    rows = lengths if read_rows is None else _as_list(read_rows)
-    if len(rows) == 1 < len(lengths):
-        rows = rows * len(lengths)
+    s = _as_array(lengths)
+    r = s if read_rows is None else _per_sequence(read_rows, len(s))
     projections = 4 * h * h + 2 * h * i  # multiply-adds per token and layer
-    total = 0
-    for s, r in zip(lengths, rows, strict=True):
-        every_row = (layers - 1) * s * (projections + 2 * s * h)
-        last_layer = s * 2 * h * h + r * (projections - 2 * h * h + 2 * s * h)
-        total += every_row + last_layer
-    return 2.0 * total
+    # Per sequence: (layers - 1) x s x (projections + 2sh) for every row of the layers before the
+    # last, and in the last 2h² x s (keys, values) + r x (projections - 2h² + 2sh): a polynomial in
+    # s and r, so the batch's sums give it at once (the training loop counts every micro-batch).
+    sum_s, sum_ss, sum_r, sum_rs = (int(x.sum()) for x in (s, s * s, r, r * s))
+    every_row = (layers - 1) * (projections * sum_s + 2 * h * sum_ss)
+    last_layer = 2 * h * h * sum_s + (projections - 2 * h * h) * sum_r + 2 * h * sum_rs
+    return 2.0 * (every_row + last_layer)
 
 
 def pretraining_flops(config: BertConfig, lengths: Lengths, masked: Lengths, training: bool = True) -> float:
     """BertForPreTraining on sequences of `lengths` tokens with `masked` masked tokens each (one
     number for all, or one per sequence): a training step (forward + backward) or the forward."""
-    lengths, masked = _as_list(lengths), _as_list(masked)
-    if len(masked) == 1 < len(lengths):
-        masked = masked * len(lengths)
+    lengths = _as_array(lengths)
+    masked = _per_sequence(masked, len(lengths))
     h, v = config.hidden_size, config.vocab_size
-    encoder = encoder_flops(config, lengths, [m + 1 for m in masked])  # + [CLS] for the pooler
-    heads = sum(m * (h * h + h * v) + h * h + 2 * h for m in masked)
+    encoder = encoder_flops(config, lengths, masked + 1)  # + [CLS] for the pooler
+    heads = int(masked.sum()) * (h * h + h * v) + len(masked) * (h * h + 2 * h)
     return (3 if training else 1) * (encoder + 2.0 * heads)
 
 
 def question_answering_flops(config: BertConfig, lengths: Lengths, training: bool = True) -> float:
     """BertForQuestionAnswering (a start and an end logit per token): a training step or the forward."""
-    tokens = sum(_as_list(lengths))
+    tokens = int(_as_array(lengths).sum())
     forward = encoder_flops(config, lengths) + 2.0 * tokens * 2 * config.hidden_size
     return (3 if training else 1) * forward
 
@@ -99,11 +118,9 @@ def classification_flops(
 ) -> float:
     """BertForSequenceClassification (or BertForMultipleChoice, num_labels=1 per candidate
     sequence): the last layer for [CLS] only, pooler, classifier; a training step or the forward."""
-    lengths = _as_list(lengths)
+    lengths = _as_array(lengths)
     h = config.hidden_size
-    forward = encoder_flops(config, lengths, [1] * len(lengths)) + 2.0 * len(lengths) * (
-        h * h + h * num_labels
-    )
+    forward = encoder_flops(config, lengths, 1) + 2.0 * len(lengths) * (h * h + h * num_labels)
     return (3 if training else 1) * forward
 
 
@@ -182,9 +199,11 @@ def matmul_peak(
 
 
 # Dense peak TFLOP/s per GPU (bf16/fp16 tensor cores; fp32 = TF32 tensor cores), from the vendor
-# data sheets (SXM parts): the figure NVIDIA's and MosaicML's MFU divide by, reported next to ours.
+# data sheets (SXM parts unless named): the figure NVIDIA's and MosaicML's MFU divide by, reported
+# next to ours. Matched in order against the device's name, so a longer name comes before its prefix.
 DATASHEET_TFLOPS = {
     "H200": {"bf16": 989, "fp16": 989, "fp32": 494},
+    "H100 PCIe": {"bf16": 756, "fp16": 756, "fp32": 378},
     "H100": {"bf16": 989, "fp16": 989, "fp32": 494},
     "A100": {"bf16": 312, "fp16": 312, "fp32": 156},
     "A10": {"bf16": 125, "fp16": 125, "fp32": 62.5},
@@ -200,6 +219,44 @@ def datasheet_peak(device: torch.device | str, precision: str) -> float | None:
         return None
     name = torch.cuda.get_device_name(device)
     return next((peaks[precision] or None for gpu, peaks in DATASHEET_TFLOPS.items() if gpu in name), None)
+
+
+@dataclass(frozen=True)
+class DevicePeak:
+    """The peak a training run's MFU divides by, per device, and where it comes from."""
+
+    tflops: float
+    source: str  # "datasheet" | "measured"
+    description: str  # for the log: which data sheet, or what was measured
+
+
+_MEASURED: dict[tuple, float] = {}
+
+
+def device_peak(config: BertConfig, device: torch.device | str, precision: str) -> DevicePeak:
+    """The dense peak of `device` in `precision`: a known GPU's data sheet (DATASHEET_TFLOPS), else
+    (a CPU, another GPU, V100 in bf16) a short probe at the start of the run: the best of the
+    encoder's three matmul shapes at 2048 tokens (bert.model.flops.matmul_shapes), in the run's dtype,
+    about 0.1 s for a tiny model on a 2-core CPU and a few seconds at BERT-large's shapes, once
+    per process and shape."""
+    device = torch.device(device)
+    sheet = datasheet_peak(device, precision)
+    if sheet:
+        name = torch.cuda.get_device_name(device)
+        return DevicePeak(float(sheet), "datasheet", f"{name}'s data-sheet dense {precision} peak")
+    where = (
+        torch.cuda.get_device_name(device)
+        if device.type == "cuda"
+        else f"cpu, {torch.get_num_threads()} threads"
+    )
+    key = (where, device, precision, config.hidden_size, config.intermediate_size)
+    if key not in _MEASURED:  # once per process: a stage that trains twice, or a test suite, probes once
+        dtype = AUTOCAST_DTYPES[precision] or torch.float32
+        min_seconds = 0.002 if device.type == "cuda" else 0.005
+        shapes = matmul_shapes(config, 2048)[:3]
+        _MEASURED[key] = max(matmul_rate(shape, device, dtype, min_seconds, repeats=2) for shape in shapes)
+    rate = _MEASURED[key]
+    return DevicePeak(rate, "measured", f"measured {precision} matmul peak ({where})")
 
 
 def best_peak(*peaks: MatmulPeak) -> MatmulPeak:

@@ -5,6 +5,7 @@ a mean over every masked token of the global batch, plus NSP loss, a mean over i
 import torch
 from torch import nn
 
+from bert.model.flops import pretraining_flops, real_lengths
 from bert.training.loop import Objective
 
 
@@ -17,13 +18,10 @@ def pretraining_loss(model: nn.Module, batch: dict) -> tuple[dict[str, torch.Ten
         mlm_correct = (out.mlm_logits.argmax(-1) == out.mlm_labels).sum()
         if next_sentence:
             nsp_correct = (out.nsp_logits.argmax(-1) == batch["next_sentence_labels"].view(-1)).sum()
-        mask = batch["attention_mask"]
-        padded_slots = mask.numel() - mask.sum()
+    # The share of padding (padding_waste) is the training loop's, for every objective (bert.training.throughput).
     stats = {
         "mlm_accuracy": (mlm_correct, out.mlm_labels.numel()),
         **({"nsp_accuracy": (nsp_correct, out.nsp_logits.shape[0])} if next_sentence else {}),
-        # share of the token slots the model ran that held padding (see pretraining_loader)
-        "padding_waste": (padded_slots, mask.numel()),
     }
     terms = {"mlm_loss": out.mlm_loss}
     if next_sentence:
@@ -41,4 +39,10 @@ def items_per_term(batch: dict) -> dict[str, torch.Tensor | int]:
     return items
 
 
-pretraining_objective = Objective(pretraining_loss, items_per_term)
+def step_flops(model: nn.Module, batch: dict) -> float:
+    """Model FLOPs of a training step on the batch's real tokens and its masked ones (bert.model.flops)."""
+    masked = (batch["masked_lm_positions"].numpy() != 0).sum(1)
+    return pretraining_flops(model.config, real_lengths(batch["attention_mask"]), masked)
+
+
+pretraining_objective = Objective(pretraining_loss, items_per_term, step_flops)

@@ -27,6 +27,7 @@ import torch
 from torch import nn
 
 from bert.errors import UserError
+from bert.model.flops import classification_flops, question_answering_flops, real_lengths
 from bert.training.binning import bin_by_length, sequence_lengths, trimmed_length, window_batches
 from bert.training.checkpoints import file_sha256
 from bert.training.global_batch import accumulation_steps, micro_slice
@@ -195,17 +196,13 @@ def steps_for_epochs(num_windows: int, epochs: float, global_batch_size: int) ->
 def question_answering_loss(model: nn.Module, batch: dict) -> tuple[dict[str, torch.Tensor], dict]:
     """The loss term "loss", the mean over the batch's windows of the mean of their start and end
     cross-entropies; how often the model already picks the exact gold span (start and end both
-    right), and the share of token slots that held padding."""
+    right). (The share of padding is the training loop's, bert.training.throughput.)"""
     out = model(**batch)
     with torch.no_grad():
         exact = (out.start_logits.argmax(-1) == batch["start_positions"]) & (
             out.end_logits.argmax(-1) == batch["end_positions"]
         )
-    stats = {
-        "span_accuracy": (exact.sum(), exact.numel()),
-        "padding_waste": _padding(batch["attention_mask"]),
-    }
-    return {"loss": out.loss}, stats
+    return {"loss": out.loss}, {"span_accuracy": (exact.sum(), exact.numel())}
 
 
 def windows_per_term(batch: dict) -> dict[str, int]:
@@ -214,7 +211,14 @@ def windows_per_term(batch: dict) -> dict[str, int]:
     return {"loss": len(batch["start_positions"])}
 
 
-question_answering_objective = Objective(question_answering_loss, windows_per_term)
+def question_answering_step_flops(model: nn.Module, batch: dict) -> float:
+    """Model FLOPs of a training step on the batch's real tokens (bert.model.flops)."""
+    return question_answering_flops(model.config, real_lengths(batch["attention_mask"]))
+
+
+question_answering_objective = Objective(
+    question_answering_loss, windows_per_term, question_answering_step_flops
+)
 
 
 def task_loss(model: nn.Module, batch: dict) -> tuple[torch.Tensor, dict]:
@@ -222,7 +226,7 @@ def task_loss(model: nn.Module, batch: dict) -> tuple[torch.Tensor, dict]:
     over the batch's examples; for classes and choices, how often the model already picks the
     right one."""
     out = model(**batch)
-    stats = {"padding_waste": _padding(batch["attention_mask"])}
+    stats = {}
     if out.logits.shape[-1] > 1 and not batch["labels"].is_floating_point():
         with torch.no_grad():
             right = out.logits.argmax(-1) == batch["labels"]
@@ -230,8 +234,11 @@ def task_loss(model: nn.Module, batch: dict) -> tuple[torch.Tensor, dict]:
     return out.loss, stats
 
 
-def _padding(mask: torch.Tensor) -> tuple[torch.Tensor, int]:
-    return mask.numel() - mask.sum(), mask.numel()
+def task_step_flops(model: nn.Module, batch: dict) -> float:
+    """Model FLOPs of a training step on the batch's real tokens (bert.model.flops): a classifier's
+    labels, or one score per candidate of a multiple choice (its batch is [N, choices, S])."""
+    lengths = real_lengths(batch["attention_mask"])
+    return classification_flops(model.config, lengths, getattr(model, "num_labels", 1))
 
 
-task_objective = per_row(task_loss)
+task_objective = per_row(task_loss, task_step_flops)

@@ -11,7 +11,9 @@ ranks; the data says how many micro-batches make a step, `accumulation_steps`):
       into micro-batches and ranks;
   unscale (fp16), clip the global gradient norm to grad_clip, optimizer step (skipped when the
   gradients are not finite), scheduler step.
-Every log_every steps the stats are summed over ranks and written to DVCLive under "train/"; every
+Every log_every steps the stats, and the throughput figures (bert.training.throughput: real
+tokens/s, padding, model FLOP/s, MFU, the share of time waiting for data), are summed over ranks
+and written to DVCLive under "train/"; every
 save_every steps (and at the end) rank 0 writes one checkpoint file (bert.training.checkpoints), from which
 a killed run resumes exactly. SIGTERM or SIGUSR1 (pre-emption) stops every rank at the same step
 boundary, after a checkpoint. The processes of a run: bert.distributed.launch.
@@ -49,6 +51,7 @@ from bert.training.checkpoints import (
 from bert.training.collectives import PREEMPTION_SIGNALS, all_reduce_sum, barrier, rank_and_world_size
 from bert.training.optim import decay_start, fit_optimizer_state
 from bert.training.recipe import Recipe, RunSettings
+from bert.training.throughput import ThroughputMeter
 
 log = logging.getLogger(__name__)
 
@@ -63,21 +66,29 @@ class Objective:
         (e.g. "mlm_accuracy": (correct, masked tokens)).
     items(batch) -> name -> the batch's number of items of each term, read from the batch alone
         (it is called on all of a step's micro-batches before their forward passes).
+    flops(model, batch) -> the model FLOPs of a training step on the batch's real tokens
+        (bert.model.flops; model: the unwrapped model, batch: on the host), for the logged model FLOP/s
+        and MFU (bert.training.throughput); None for a model bert.model.flops cannot count.
     Each term is logged under its name, as the mean over the log interval's items, and "loss" is
     their sum."""
 
     loss: Callable[[nn.Module, dict], tuple[dict[str, torch.Tensor], dict[str, tuple]]]
     items: Callable[[dict], dict[str, torch.Tensor | int]]
+    # A default, unlike the run's recipe and settings: it changes what is logged, never what is learnt.
+    flops: Callable[[nn.Module, dict], float] | None = None
 
 
-def per_row(loss_fn: Callable[[nn.Module, dict], tuple[torch.Tensor, dict]]) -> Objective:
+def per_row(
+    loss_fn: Callable[[nn.Module, dict], tuple[torch.Tensor, dict]],
+    flops: Callable[[nn.Module, dict], float] | None = None,
+) -> Objective:
     """The Objective of a loss that is a mean over the batch's rows: loss_fn(model, batch) -> (loss, stats)."""
 
     def loss(model: nn.Module, batch: dict) -> tuple[dict, dict]:
         value, stats = loss_fn(model, batch)
         return {"loss": value}, stats
 
-    return Objective(loss, lambda batch: {"loss": _batch_len(batch)})
+    return Objective(loss, lambda batch: {"loss": _batch_len(batch)}, flops)
 
 
 @dataclass(frozen=True)
@@ -142,6 +153,8 @@ def train(
     data = _Batches(batches, world_size, epoch, samples)
     live = _open_live(record.live_dir, step, resumed=state is not None) if rank == 0 else None
     interval = _Interval(device)
+    # Before the clock starts: on a CPU it measures the peak, which no step should pay for.
+    meter = ThroughputMeter(_unwrap(model), objective.flops, device, settings.precision, totals, rank == 0)
     nonfinite = _NonFinite(settings.max_nonfinite_steps, scaler.is_enabled(), record.checkpoint_dir)
     clock = {"run": time.perf_counter(), "interval": time.perf_counter()}
     first_step = step
@@ -165,7 +178,7 @@ def train(
     ):
         while step < max_steps:
             step_loss = _accumulate_gradients(
-                forward_model, data, objective, scaler, amp_dtype, accumulation, world_size, interval
+                forward_model, data, objective, scaler, amp_dtype, accumulation, world_size, interval, meter
             )
             loss, grad_norm, skipped = _optimizer_step(
                 model, optimizer, scaler, step_loss, recipe.grad_clip, world_size
@@ -180,6 +193,7 @@ def train(
             if step % settings.log_every == 0 or step == max_steps:
                 now = time.perf_counter()
                 figures = interval.reduce(now - clock["interval"])
+                figures.update(meter.interval(now - clock["interval"], world_size))
                 clock["interval"] = now
                 totals["sequences"] += figures.pop("sequences")
                 totals["last"] = figures
@@ -196,7 +210,7 @@ def train(
                 raise preemption.error(step, record.checkpoint_dir)
 
     totals["seconds"] += time.perf_counter() - clock["run"]
-    summary = _summary(totals, step)
+    summary = {**_summary(totals, step), **meter.summary(totals["seconds"], world_size)}
     if live is not None:
         live.end()
     if rank == 0 and record.metrics_file:
@@ -363,11 +377,12 @@ def _accumulate_gradients(
     accum_steps: int,
     world_size: int,
     interval: "_Interval",
+    meter: ThroughputMeter,
 ) -> torch.Tensor:
     """Forward and backward of one step's micro-batches; returns this rank's share of the step's
     loss (summed over the ranks: the loss of the global batch)."""
     device = interval.device
-    batches = [next(data) for _ in range(accum_steps)]  # still on the host: counting them is cheap
+    batches = meter.take(data, accum_steps)  # still on the host: counting them is cheap
     counted = [objective.items(batch) for batch in batches]
     names = sorted(counted[0])
     items = torch.tensor([[float(count[name]) for name in names] for count in counted])  # [micro, term]

@@ -284,7 +284,7 @@ def test_pretrained_mode_without_nltk_data_is_a_clear_error(tmp_path):
 
 
 def test_shard_stage(tmp_path):
-    write_table(tmp_path / "data" / "documents" / "bookcorpus", synthetic_documents(60))
+    write_table(tmp_path / "data" / "clean" / "bookcorpus", synthetic_documents(60))
     write_params(tmp_path)
     env = {**os.environ, "PYTHONPATH": str(REPO)}
     run = [sys.executable, "-m", "stages.shard"]
@@ -302,7 +302,7 @@ def test_shard_stage(tmp_path):
     assert missing.returncode == 1 and "Traceback" not in missing.stderr
     assert (
         missing.stderr.strip().splitlines()[-1]
-        == "error: data/documents/wikipedia: not found; run the stage that writes it first"
+        == "error: data/clean/wikipedia: not found; run the stage that writes it first"
     )
 
 

@@ -72,6 +72,7 @@ def test_finetune_predict_evaluate(tmp_path, uncased_vocab, version):
     trained = read(root / "metrics/finetune_squad.json")
     assert trained["steps"] >= 1 and trained["sequences_per_second"] > 0 and trained["loss"] > 0
     assert trained["cpu_threads"] == 1  # OMP_NUM_THREADS of `run`: the model bytes depend on it
+    assert trained["mfu"] > 0 and trained["tokens_per_second"] > 0  # the loop's throughput figures
     assert list((root / "data/checkpoints/squad").glob("step-*.pt"))
 
     run(root, "stages.predict_squad")

@@ -72,7 +72,7 @@ def test_a_task_of_each_kind_end_to_end(tmp_path, uncased_vocab):
         model = root / "data/models/tasks" / task
         assert {"config.json", "model.safetensors", "vocab.txt"} <= {p.name for p in model.iterdir()}
         trained = read(root / f"metrics/finetune_task/{task}.json")
-        assert trained["steps"] >= 1 and trained["loss"] > 0
+        assert trained["steps"] >= 1 and trained["loss"] > 0 and trained["mfu"] > 0  # [N, C, S] batches too
         assert (root / f"dvclive/finetune_task/{task}/plots/metrics/train/loss.tsv").is_file()
     architectures = {
         task: read(root / f"data/models/tasks/{task}/config.json")["architectures"] for task in tasks
