@@ -40,11 +40,27 @@ def uncased_vocab(minilm_dir: Path) -> Path:
 
 
 # The longest files first: `make test` runs files on two workers (pytest-xdist, --dist loadfile),
-# and one that starts last would run alone at the end.
-LONGEST_FIRST = ["test_workflow.py", "test_faults.py", "test_cluster_stages.py", "test_dag.py"]
+# and one that starts last would run alone at the end. Ordered by their summed `--durations` in a
+# full run (docs/performance.md, "The test suite"); paths below tests/, as two files share a name.
+LONGEST_FIRST = [
+    "test_workflow.py",
+    "tasks/test_heads.py",
+    "test_cluster_stages.py",
+    "test_faults.py",
+    "test_bad_inputs.py",
+    "test_compute_stages.py",
+    "test_modeling.py",
+    "squad/test_stages.py",
+    "tasks/test_stages.py",
+    "test_dag.py",
+    "test_training.py",
+]
+TESTS = Path(__file__).parent
 
 
 def pytest_collection_modifyitems(items: list) -> None:
-    items.sort(
-        key=lambda item: LONGEST_FIRST.index(item.path.name) if item.path.name in LONGEST_FIRST else 99
-    )
+    def rank(item) -> int:
+        path = item.path.relative_to(TESTS).as_posix()
+        return LONGEST_FIRST.index(path) if path in LONGEST_FIRST else len(LONGEST_FIRST)
+
+    items.sort(key=rank)
