@@ -79,8 +79,8 @@ def make_project(root: Path, dump: Path, copies: int, workers: int, vocab: Path)
     shutil.copyfile(vocab, root / "data/vocab/vocab.txt")
     params = yaml.safe_load((REPO / "params.yaml").read_text())
     params["corpora"] = {
-        "wikipedia": {"kind": "wikipedia", "sources": ["params.yaml"], "checksums": []},
-        "bookcorpus": {"kind": "text", "sources": ["params.yaml"], "checksums": []},
+        "wikipedia": {"kind": "wikipedia", "columns": [], "sources": ["params.yaml"], "checksums": []},
+        "bookcorpus": {"kind": "text", "columns": [], "sources": ["params.yaml"], "checksums": []},
     }
     for task in params["tasks"].values():  # the data stages read none of them; they must exist
         if isinstance(task, dict):

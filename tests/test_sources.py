@@ -106,8 +106,8 @@ def project(tmp_path_factory) -> Path:
         root,
         {
             "corpora": {
-                "books": {"kind": "text", "sources": [str(user / "books")], "checksums": []},
-                "web": {"kind": "wikipedia", "sources": ["https://127.0.0.1:9/x.xml.bz2"], "checksums": []},
+                "books": {"kind": "text", "columns": [], "sources": [str(user / "books")], "checksums": []},
+                "web": {"kind": "wikipedia", "columns": [], "sources": ["https://127.0.0.1:9/x.xml.bz2"], "checksums": []},
             },
             "mixing.weights": {"books": 1.0},
             "tasks.run": ["rte"],
@@ -359,7 +359,7 @@ def test_a_remote_file_changed_under_its_checksum_is_one_line(tmp_path):
     try:
         url = f"http://127.0.0.1:{server.server_port}/dump.xml"
         write_params(
-            tmp_path, {"corpora.wikipedia": {"kind": "wikipedia", "sources": [url], "checksums": [pinned]}}
+            tmp_path, {"corpora.wikipedia": {"kind": "wikipedia", "columns": [], "sources": [url], "checksums": [pinned]}}
         )
         assert run_stage(tmp_path, "stages.download", "wikipedia").returncode == 0
         (served / "dump.xml").write_bytes(b"<mediawiki>version 2</mediawiki>")  # a new release, same URL
