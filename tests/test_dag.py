@@ -20,7 +20,8 @@ from tests.support.stage_workspace import copy_project, set_params
 REPO = Path(__file__).resolve().parents[1]
 BIN = Path(sys.executable).parent
 SAMPLE_WIKIPEDIA = {
-    "kind": "wikipedia", "columns": [],
+    "kind": "wikipedia",
+    "columns": [],
     "sources": [
         "data/sample/wikipedia/samplewiki-20260101-pages-articles-multistream.xml.bz2",
         "data/sample/wikipedia/samplewiki-20260101-pages-articles-multistream-index.txt.bz2",
@@ -152,7 +153,12 @@ def test_corpora_are_params(project):
         {
             "corpora": {
                 "wikipedia": SAMPLE_WIKIPEDIA,
-                "notes": {"kind": "text", "columns": [], "sources": ["data/sample/books/txt"], "checksums": []},
+                "notes": {
+                    "kind": "text",
+                    "columns": [],
+                    "sources": ["data/sample/books/txt"],
+                    "checksums": [],
+                },
             },
             "mixing.weights": {"wikipedia": 1.0, "notes": 2.0},
         },

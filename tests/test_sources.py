@@ -359,7 +359,15 @@ def test_a_remote_file_changed_under_its_checksum_is_one_line(tmp_path):
     try:
         url = f"http://127.0.0.1:{server.server_port}/dump.xml"
         write_params(
-            tmp_path, {"corpora.wikipedia": {"kind": "wikipedia", "columns": [], "sources": [url], "checksums": [pinned]}}
+            tmp_path,
+            {
+                "corpora.wikipedia": {
+                    "kind": "wikipedia",
+                    "columns": [],
+                    "sources": [url],
+                    "checksums": [pinned],
+                }
+            },
         )
         assert run_stage(tmp_path, "stages.download", "wikipedia").returncode == 0
         (served / "dump.xml").write_bytes(b"<mediawiki>version 2</mediawiki>")  # a new release, same URL

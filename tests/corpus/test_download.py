@@ -364,7 +364,14 @@ def test_stage_download_publishes_the_folder(server, tmp_path):
     source = f"{server.url}/dumps/enwiki-20250201-pages-articles.xml.bz2"
     write_params(
         tmp_path,
-        {"corpora.wikipedia": {"kind": "wikipedia", "columns": [], "sources": [source], "checksums": ["published"]}},
+        {
+            "corpora.wikipedia": {
+                "kind": "wikipedia",
+                "columns": [],
+                "sources": [source],
+                "checksums": ["published"],
+            }
+        },
     )
     result = run_stage(tmp_path, "stages.download", "wikipedia")
     assert result.returncode == 0, result.stderr
@@ -375,7 +382,10 @@ def test_stage_download_publishes_the_folder(server, tmp_path):
 def test_stage_download_404_is_one_error_line(server, tmp_path):
     server.files["/ok.dat"] = PAYLOAD
     sources = [f"{server.url}/ok.dat", f"{server.url}/missing.dat"]
-    write_params(tmp_path, {"corpora.wikipedia": {"kind": "wikipedia", "columns": [], "sources": sources, "checksums": []}})
+    write_params(
+        tmp_path,
+        {"corpora.wikipedia": {"kind": "wikipedia", "columns": [], "sources": sources, "checksums": []}},
+    )
     result = run_stage(tmp_path, "stages.download", "wikipedia")
     assert result.returncode == 1
     assert "Traceback" not in result.stderr
@@ -405,7 +415,9 @@ def test_stage_download_refetches_staged_files_whose_source_changed(server, tmp_
     local.write_bytes(b"old local")
     server.files["/web.bin"] = b"old web"
     sources = [str(local), f"{server.url}/web.bin", f"{server.url}/late.bin"]
-    write_params(tmp_path, {"corpora.books": {"kind": "text", "columns": [], "sources": sources, "checksums": []}})
+    write_params(
+        tmp_path, {"corpora.books": {"kind": "text", "columns": [], "sources": sources, "checksums": []}}
+    )
     result = run_stage(tmp_path, "stages.download", "books")
     assert result.returncode == 1 and "late.bin: HTTP 404" in result.stderr
     staging = tmp_path / "data/raw/.partial/books"
