@@ -14,7 +14,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from bert.atomic import task_file
-from bert.corpus.documents import DOCUMENT_SCHEMA, ROW_GROUP_ROWS, document_files
+from bert.corpus.documents import DOCUMENT_SCHEMA, ROW_GROUP_ROWS, document_files, open_document_table
 from bert.errors import UserError
 
 TASK_DOCUMENTS = 1024
@@ -34,23 +34,12 @@ class Chunk:
         return f"documents {self.start} to {self.end - 1} of {self.path}"
 
 
-def _open(path: Path | str) -> pq.ParquetFile:
-    try:
-        parquet = pq.ParquetFile(path)
-    except (OSError, pa.ArrowInvalid) as error:
-        raise UserError(f"{path}: cannot read this Parquet file ({error})") from None
-    missing = {"doc_id", "text"} - set(parquet.schema_arrow.names)
-    if missing:
-        raise UserError(f"{path}: missing column(s) {', '.join(sorted(missing))}; not a document table")
-    return parquet
-
-
 def list_chunks(folders: list[Path]) -> list[Chunk]:
     """Every task's rows, over the corpora's tables in order, from their metadata alone."""
     chunks, ordinal = [], 0
     for corpus, folder in enumerate(folders):
         for path in document_files(folder):
-            rows = _open(path).metadata.num_rows
+            rows = open_document_table(path).metadata.num_rows
             for start in range(0, rows, TASK_DOCUMENTS):
                 end = min(start + TASK_DOCUMENTS, rows)
                 chunks.append(Chunk(corpus, str(path), start, end, ordinal))
@@ -61,7 +50,7 @@ def list_chunks(folders: list[Path]) -> list[Chunk]:
 def read_rows(path: str, start: int, end: int, columns: list[str]) -> pa.Table:
     """`columns` of rows [start, end) of a part file, reading only the row groups that hold them."""
     try:
-        parquet = _open(path)
+        parquet = open_document_table(path)
         groups, first, offset = [], 0, None
         for group in range(parquet.metadata.num_row_groups):
             rows = parquet.metadata.row_group(group).num_rows
@@ -77,7 +66,7 @@ def read_rows(path: str, start: int, end: int, columns: list[str]) -> pa.Table:
 
 def iter_part_rows(path: str) -> Iterator[pa.Table]:
     """A part file's rows, a row group at a time (memory: one row group)."""
-    parquet = _open(path)
+    parquet = open_document_table(path)
     for group in range(parquet.metadata.num_row_groups):
         yield parquet.read_row_group(group)
 

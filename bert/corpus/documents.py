@@ -91,6 +91,18 @@ class DocumentWriter:
         self._part_size = 0
 
 
+def open_document_table(path: Path | str) -> pq.ParquetFile:
+    """A part file of a document table, checked: readable Parquet with `doc_id` and `text`."""
+    try:
+        parquet = pq.ParquetFile(path)
+    except (OSError, pa.ArrowInvalid) as error:
+        raise UserError(f"{path}: cannot read this Parquet file ({error})") from None
+    missing = {"doc_id", "text"} - set(parquet.schema_arrow.names)
+    if missing:
+        raise UserError(f"{path}: missing column(s) {', '.join(sorted(missing))}; not a document table")
+    return parquet
+
+
 def document_files(folder: str | Path) -> list[Path]:
     """The part files of a document table, in order; a clear error when there are none."""
     folder = Path(folder)

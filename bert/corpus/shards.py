@@ -42,7 +42,7 @@ from tqdm import tqdm
 from bert.atomic import atomic_folder, task_file
 from bert.compute import Compute
 from bert.corpus import sentences as punkt
-from bert.corpus.documents import document_files
+from bert.corpus.documents import document_files, open_document_table
 from bert.corpus.sentence_shards import SHARD_SCHEMA
 from bert.errors import UserError
 from bert.parallel import ComputePool
@@ -55,22 +55,11 @@ ROW_GROUP_BYTES = 4 * 2**20
 MANIFEST_FILE = "manifest.json"
 
 
-def _open_table(path: Path) -> pq.ParquetFile:
-    try:
-        parquet = pq.ParquetFile(path)
-    except (OSError, pa.ArrowInvalid) as error:
-        raise UserError(f"{path}: cannot read this Parquet file ({error})") from None
-    missing = {"doc_id", "text"} - set(parquet.schema_arrow.names)
-    if missing:
-        raise UserError(f"{path}: missing column(s) {', '.join(sorted(missing))}; not a document table")
-    return parquet
-
-
 def read_documents(files: list[Path]) -> Iterator[list[tuple[str, str]]]:
     """Chunks of (doc_id, text) in table order (the driver reads them only to train Punkt)."""
     for path in files:
         try:
-            for batch in _open_table(path).iter_batches(
+            for batch in open_document_table(path).iter_batches(
                 batch_size=CHUNK_DOCUMENTS, columns=["doc_id", "text"]
             ):
                 yield list(zip(batch.column("doc_id").to_pylist(), batch.column("text").to_pylist()))
@@ -81,7 +70,7 @@ def read_documents(files: list[Path]) -> Iterator[list[tuple[str, str]]]:
 def segment_tasks(files: list[Path]) -> Iterator[tuple[str, int, int]]:
     """(file, first row, end row) of every segmentation task, from the files' metadata alone."""
     for path in files:
-        metadata = _open_table(path).metadata
+        metadata = open_document_table(path).metadata
         first = 0
         for group in range(metadata.num_row_groups):
             rows = metadata.row_group(group).num_rows
