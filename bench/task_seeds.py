@@ -6,7 +6,7 @@ weights), as the SQuAD stability study does for EM/F1.
     python -m bench.task_seeds --tasks swag --out swag_seeds.json   # one task
 
 Runs in a project where `dvc repro` has built data/weights/<init> for every init (`dvc repro
-export_hf init_random` for phase2 and random) and data/tasks/<task> for every task of tasks.run.
+pretrain@phase2 init_random` for phase2 and random) and data/tasks/<task> for every task of tasks.run.
 Each (init, seed) runs finetune_task, predict_task and evaluate_task of every task, then
 glue_score, with every task's seed set to the seed (params.yaml is restored afterwards, and the
 project's own task models, predictions, metrics and curves are moved aside and back; task

@@ -55,7 +55,7 @@ def main() -> None:
             resumed = Path(folder) / "resumed"
             shutil.copytree(straight, resumed)
             list_checkpoints(resumed / CHECKPOINTS)[-1].unlink()  # as if stopped half-way
-            shutil.rmtree(resumed / "data/models/phase1")
+            shutil.rmtree(resumed / "data/weights/phase1")
             set_params(resumed, {"distributed.nproc_per_node": 1})
             run(resumed)
             (a, loss_a), (b, loss_b) = final(straight), final(resumed)

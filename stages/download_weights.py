@@ -1,7 +1,7 @@
 """Stage download_weights@<name>: the Hugging Face BERT folder `weights.<name>` -> data/weights/<name>/.
 
 One stage per entry of `weights` in params.yaml (Google's released checkpoints, or any URL or local
-folder in Hugging Face format). Only the entries finetune.init or pretrain.init name are fetched;
+folder in Hugging Face format). Only the entries finetune.init or pretrain.phases start from are fetched;
 the others hold a README.txt saying so, which keeps their DVC output present and the stage
 instant. Every file is checked before the folder is published: config.json, the tensors' names and
 shapes against it, the vocabulary, and that none is an HTML page served in its place. Changing
@@ -39,10 +39,10 @@ def main() -> None:
     if name not in params.weights:
         raise UserError(f"params.yaml: no `weights.{name}`; weights: {', '.join(params.weights) or 'none'}")
     out_dir = layout.weights(name)
-    if name not in (params.finetune.init, params.pretrain.init):
+    if name not in (params.finetune.init, params.pretrain_start):
         readme = out_dir.with_name(f".{name}-README.txt")
         readme.parent.mkdir(parents=True, exist_ok=True)
-        # (the demo's text, byte for byte, since pretrain.init arrived: the same DVC output)
+        # (the demo's text, byte for byte, since pretraining could start from weights: the same DVC output)
         readme.write_text(
             f"Not fetched: finetune.init is {params.finetune.init}, not {name}.\n"
             f"dvc exp run -S finetune.init={name} fetches {params.weights[name]} here.\n",
@@ -50,8 +50,8 @@ def main() -> None:
         )
         publish({"README.txt": readme}, out_dir)
         log.info(
-            "%s: not needed (finetune.init=%s, pretrain.init=%s); wrote %s/README.txt",
-            name, params.finetune.init, params.pretrain.init, out_dir,
+            "%s: not needed (finetune.init=%s, pretraining starts from %s); wrote %s/README.txt",
+            name, params.finetune.init, params.pretrain_start, out_dir,
         )  # fmt: skip
         return
     base = params.weights[name].rstrip("/")

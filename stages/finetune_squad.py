@@ -3,7 +3,7 @@
     python -m stages.finetune_squad [--join NODE_RANK]
 
 finetune.init picks the start, a Hugging Face directory data/weights/<init>/ that the stage named
-in dvc.yaml builds: `phase2` (export_hf: our pretrained model), `random` (init_random: fresh
+in dvc.yaml builds: a phase of pretrain.phases (pretrain@<phase>: our pretrained model), `random` (init_random: fresh
 weights over our vocabulary, the baseline pretraining must beat), or a key of `weights`
 (download_weights@<key>: Google's BERT, or any Hugging Face BERT folder or URL). The recipe is
 finetune.recipe with squad.recipe's changes, the run settings finetune's (stages/finetune.py).

@@ -2,9 +2,9 @@
 
     python -m stages.init_random
 
-finetune.init: random fine-tunes from it: the baseline pretraining must beat. The weights are
-drawn from params.seed as pretrain_phase1 draws its initial weights, so `random` is exactly where
-pretraining starts. A Hugging Face directory like any other finetune.init, with the vocabulary.
+finetune.init: random fine-tunes from it: the baseline pretraining must beat; pretrain.phases'
+first phase starts from it (phase1: random). The weights are drawn from params.seed and model.size.
+A Hugging Face directory like any other start, with the vocabulary.
 """
 
 import logging

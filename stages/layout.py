@@ -65,16 +65,19 @@ def examples(phase: str) -> Path:
     return DATA / "examples" / phase
 
 
+# The pretraining phases, in the order they run (params.yaml pretrain.phases runs one or both).
 PHASES = ("phase1", "phase2")
 
 
 def model(run: str) -> Path:
-    """A training run's model: phase1, phase2 (pretraining), squad, or a task's (data/models/tasks/<task>)."""
+    """A fine-tuned model: squad's, or a task's (data/models/tasks/<task>). A phase's model is
+    weights(phase): a folder later phases and fine-tuning start from."""
     return DATA / "models" / _run_folder(run)
 
 
 def weights(name: str) -> Path:
-    """A Hugging Face folder to start from: phase2, random, or a key of `weights`."""
+    """A Hugging Face folder to start from: a phase's model (pretrain@<phase>), random
+    (init_random), or a key of `weights` (download_weights@<name>)."""
     return DATA / "weights" / name
 
 
@@ -168,15 +171,17 @@ def _stage_folder(run: str) -> str:
     return "finetune_squad" if run == "squad" else f"finetune_task/{run}"
 
 
-# The stage that builds each weights folder the pipeline makes itself; any other name is a
-# `weights` entry, fetched by download_weights@<name>.
-BUILT_WEIGHTS = {"phase2": "export_hf", "random": "init_random"}
+def weights_stage(name: str) -> str:
+    """The stage that writes data/weights/<name>."""
+    if name in PHASES:
+        return f"pretrain@{name}"
+    return "init_random" if name == "random" else f"download_weights@{name}"
 
 
 def init_directory(init: str) -> Path:
-    """The Hugging Face folder finetune.init (or pretrain.init) names, as its stage left it."""
+    """The Hugging Face folder finetune.init names, as its stage left it."""
     directory = weights(init)
-    stage = BUILT_WEIGHTS.get(init, f"download_weights@{init}")
+    stage = weights_stage(init)
     if not (directory / "vocab.txt").is_file() or not (directory / "config.json").is_file():
         raise UserError(
             f"{directory}: no config.json + vocab.txt for finetune.init={init}; run `dvc repro {stage}`"

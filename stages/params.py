@@ -41,8 +41,10 @@ PARAMS_FILE = Path("params.yaml")
 NAME = re.compile(r"[A-Za-z0-9_-]+")
 # A task's init when it starts where SQuAD does, from finetune.init's folder.
 TASK_INIT_DEFAULT = "finetune.init"
-# finetune.init values the pipeline builds itself: our pretrained model, and fresh weights.
-BUILT_INITS = ("phase2", "random")
+# The pretraining phases (each with its pretrain.<phase> and examples.<phase>), in the order they run.
+PHASES = ("phase1", "phase2")
+# Starting folders the pipeline builds itself (data/weights/<name>): fresh weights, and each phase's model.
+BUILT_INITS = ("random", *PHASES)
 YAML_BOOLEAN_TRAP = "YAML reads an unquoted no/off/yes/on as a boolean"
 
 
@@ -90,7 +92,7 @@ class Clean:
 
 @dataclass
 class Vocab:
-    source: str  # train | google | file:<path> | weights (the vocabulary of pretrain.init's folder)
+    source: str  # train | google | file:<path> | weights (the vocabulary of the weights pretrain.phases starts from)
     url: str
     checksum: str | None  # null: not checked
     vocab_size: Annotated[int, Range(low=100)]
@@ -153,9 +155,11 @@ class PretrainPhase2(PretrainPhase):
 
 @dataclass(frozen=True)
 class Pretrain(RunSettings):
-    """Both phases' run settings (bert.training.recipe.RunSettings), and the recipe keys they share."""
+    """The phases' run settings (bert.training.recipe.RunSettings), and the recipe keys they share."""
 
-    init: str  # random | a key of `weights`: where phase 1 starts
+    # The phases run, in order, each with the data/weights folder it starts from: the first from
+    # random or a key of `weights`, the second from the first (Params.pretrain_start, _check).
+    phases: dict[str, str]
     phase1: PretrainPhase
     phase2: PretrainPhase2
     optimizer: Literal["lamb", "adamw"]
@@ -213,7 +217,7 @@ class Finetune(RunSettings):
     """What SQuAD and every task share: where they start, how each run computes and records
     (bert.training.recipe.RunSettings), and the recipe that squad.recipe and tasks.<task>.recipe change."""
 
-    init: str  # phase2 | random | a key of `weights`
+    init: str  # a phase of pretrain.phases | random | a key of `weights`
     recipe: FineTuningRecipe
 
 
@@ -314,11 +318,17 @@ class Params:
     seed: Seed
     compute: Compute  # where the data stages run their tasks (bert.compute, bert.parallel)
 
+    @property
+    def pretrain_start(self) -> str:
+        """Where pretraining starts: the first phase's folder, random or a key of weights (what
+        vocab.source: weights and download_weights read)."""
+        return next(iter(self.pretrain.phases.values()))
+
     def recipe(self, of: str) -> Recipe:
         """The recipe of phase1, phase2, "squad" or a task, built once from params.yaml: a phase's
         from pretrain and pretrain.<phase> (its seed the top-level one); SQuAD's and a task's is
         finetune.recipe with squad.recipe's or tasks.<task>.recipe's changes."""
-        if of in ("phase1", "phase2"):
+        if of in PHASES:
             phase: PretrainPhase = getattr(self.pretrain, of)
             return Recipe(
                 optimizer=self.pretrain.optimizer,
@@ -340,7 +350,7 @@ class Params:
     def run_settings(self, of: str) -> RunSettings:
         """How the run of phase1, phase2, "squad" or a task computes and records: pretrain's or
         finetune's shared keys."""
-        block = self.pretrain if of in ("phase1", "phase2") else self.finetune
+        block = self.pretrain if of in PHASES else self.finetune
         return RunSettings(
             **{field.name: getattr(block, field.name) for field in dataclasses.fields(RunSettings)}
         )
@@ -349,7 +359,7 @@ class Params:
         """Every training stage, before any work: the global batch of `of` (phase1, phase2, squad or
         a task) splits into micro-batches on every process, or one line names the params."""
         recipe = self.recipe(of)
-        if of in ("phase1", "phase2"):
+        if of in PHASES:
             where, prefix = "", f"pretrain.{of}."
         else:
             where = (
@@ -638,30 +648,10 @@ def _check(params: Params) -> None:
             f"weights.{name}: a weights name is a folder and stage name (letters, digits, '_', '-'), "
             f"and not {' or '.join(BUILT_INITS)}",
         )
-    init = params.finetune.init
-    require(
-        init in BUILT_INITS or init in params.weights,
-        f"finetune.init is {init!r}; allowed: {', '.join(BUILT_INITS)}, or a key of weights "
-        f"({', '.join(params.weights) or 'none'}); to start from another Hugging Face BERT folder or "
-        "URL, add it under weights",
-    )
-    pretrain_init = params.pretrain.init
-    require(
-        pretrain_init == "random" or pretrain_init in params.weights,
-        f"pretrain.init is {pretrain_init!r}; allowed: random, or a key of weights "
-        f"({', '.join(params.weights) or 'none'})",
-    )
-    # The examples are tokenised with data/vocab: from released weights, that must be their vocabulary.
-    if pretrain_init != "random" and pretrain_init in params.weights and vocab_source != "weights":
-        problems.append(
-            f"pretrain.init is {pretrain_init} (released weights) but vocab.source is {vocab_source}; "
-            "set vocab.source: weights, so that the examples use the vocabulary the weights were trained with"
-        )
-    if pretrain_init == "random" and vocab_source == "weights":
-        problems.append(
-            "vocab.source is weights but pretrain.init is random; set pretrain.init to a key of weights, "
-            "or vocab.source to train, google or file:<path>"
-        )
+    phase_problems = _phase_problems(params)
+    problems += phase_problems
+    if not phase_problems:  # where fine-tuning and the vocabulary start depends on the phases run
+        problems += _start_problems(params)
     require(
         params.clean.boilerplate_min_documents != 1,
         "clean.boilerplate_min_documents is 1, which would remove every line; use 0 (off) or at least 2",
@@ -674,3 +664,63 @@ def _check(params: Params) -> None:
     )
     if problems:
         raise UserError("params.yaml: " + "\n  params.yaml: ".join(problems))
+
+
+def _phase_problems(params: Params) -> list[str]:
+    """pretrain.phases: one or both phases, in order; the first starts from random or released
+    weights, the second from the first (the DAG's edge: data/weights/<start> is its dep)."""
+    phases = params.pretrain.phases
+    names = list(phases)
+    if not names or names != [phase for phase in PHASES if phase in phases] or len(names) != len(phases):
+        return [
+            f"pretrain.phases names {', '.join(names) or 'no phase'}; it runs phase1, phase2 or both, in that "
+            "order, each with the folder it starts from (phase1: random, phase2: phase1)"
+        ]
+    first, *later = names
+    problems = []
+    if not (phases[first] == "random" or phases[first] in params.weights):
+        problems.append(
+            f"pretrain.phases.{first} is {phases[first]!r}; the first phase starts from random (model.size) or "
+            f"a key of weights ({', '.join(params.weights) or 'none'})"
+        )
+    for before, phase in zip(names, later):
+        if phases[phase] != before:
+            problems.append(
+                f"pretrain.phases.{phase} is {phases[phase]!r}; a later phase starts from the one before it: {before}"
+            )
+    if params.pretrain.phase2.init_optimizer_from_phase1 and phases.get("phase2") != "phase1":
+        problems.append(
+            "pretrain.phase2.init_optimizer_from_phase1 is on but pretrain.phases does not run phase2 from "
+            "phase1; turn it off"
+        )
+    return problems
+
+
+def _start_problems(params: Params) -> list[str]:
+    """Where fine-tuning starts (a phase run, random or released weights), and the vocabulary
+    pretraining from released weights needs (theirs)."""
+    phases, init, vocab_source = params.pretrain.phases, params.finetune.init, params.vocab.source
+    problems = []
+    if not (init in ("random", *phases) or init in params.weights):
+        problems.append(
+            f"finetune.init is {init!r}; allowed: random, a phase of pretrain.phases ({', '.join(phases)}), or "
+            f"a key of weights ({', '.join(params.weights) or 'none'})"
+            + (
+                f"; pretrain.phases does not run {init}: start from {list(phases)[-1]}, or add {init} to it"
+                if init in PHASES
+                else "; to start from another Hugging Face BERT folder or URL, add it under weights"
+            )
+        )
+    # The examples are tokenised with data/vocab: from released weights, that must be their vocabulary.
+    start = params.pretrain_start
+    if start != "random" and vocab_source != "weights":
+        problems.append(
+            f"pretrain.phases starts from {start} (released weights) but vocab.source is {vocab_source}; "
+            "set vocab.source: weights, so that the examples use the vocabulary the weights were trained with"
+        )
+    if start == "random" and vocab_source == "weights":
+        problems.append(
+            "vocab.source is weights but pretrain.phases starts from random; start the first phase from a key "
+            "of weights, or set vocab.source to train, google or file:<path>"
+        )
+    return problems

@@ -1,11 +1,12 @@
-"""Stage pretrain_phase1 | pretrain_phase2: BERT pretraining (MLM + NSP, or MLM only) on the HDF5 examples.
+"""Stage pretrain@<phase>: BERT pretraining (MLM + NSP, or MLM only) on the HDF5 examples.
 
     python -m stages.pretrain phase1|phase2
 
-data/examples/<phase>/*.hdf5 + data/vocab/vocab.txt -> data/models/<phase>/ (Hugging Face format),
-checkpoints in data/checkpoints/<phase>/ (resumed), dvclive/pretrain_<phase>/, metrics/pretrain_<phase>.json.
-Phase 1 starts from fresh weights (pretrain.init: random, of model.size) or continues released
-ones (pretrain.init: a key of weights, from data/weights/<init>; the optimizer starts fresh).
+data/weights/<start> + data/examples/<phase>/*.hdf5 + data/vocab/vocab.txt -> data/weights/<phase>/
+(Hugging Face format, where a later phase and fine-tuning start from), checkpoints in
+data/checkpoints/<phase>/ (resumed), dvclive/pretrain_<phase>/, metrics/pretrain_<phase>.json.
+The start is pretrain.phases.<phase>: random (init_random's fresh weights of model.size), a key of
+weights (released ones, continued; the optimizer starts fresh), or the phase before.
 With distributed.nproc_per_node x nnodes > 1 the stage starts itself again under torchrun.
 
     python -m stages.pretrain phase1|phase2 --join NODE_RANK
@@ -23,8 +24,7 @@ import torch
 
 from bert.distributed.launch import Distributed, launch
 from bert.errors import UserError, run_main
-from bert.model.config import BertConfig
-from bert.model.hf import WEIGHT_FILES, untrained_tensors
+from bert.model.hf import WEIGHT_FILES, check_reloads, untrained_tensors
 from bert.model.network import BertForPreTraining
 from bert.pretraining.loader import DynamicMasking, PretrainingData
 from bert.pretraining.loss import pretraining_objective
@@ -36,15 +36,19 @@ from stages import layout
 from stages.params import Params, load_params
 
 log = logging.getLogger("pretrain")
-PHASES = ("phase1", "phase2")
 USAGE = "python -m stages.pretrain phase1|phase2 [--join NODE_RANK]"
 
 
 def main() -> None:
-    if len(sys.argv) < 2 or sys.argv[1] not in PHASES:
+    if len(sys.argv) < 2 or sys.argv[1] not in layout.PHASES:
         raise UserError(f"usage: {USAGE}")
     phase = sys.argv[1]
     params = load_params()
+    if phase not in params.pretrain.phases:
+        raise UserError(
+            f"params.yaml: pretrain.phases runs {', '.join(params.pretrain.phases)}, not {phase}; run one of "
+            f"those, or add {phase} to pretrain.phases"
+        )
     params.check_global_batch(phase)
     launch(
         ["stages.pretrain", phase],
@@ -72,22 +76,8 @@ def pretrain(params: Params, phase: str, distributed: Distributed) -> None:
     options = dict(apex_layer_norm=params.pretrain.use_apex, unpad=unpad)
     if not params.examples.next_sentence:  # MLM only: no NSP head, no pooler
         options["next_sentence"] = False
-    torch.manual_seed(params.seed)  # the same initial weights (and fresh heads) on every rank
-    if phase == "phase1" and params.pretrain.init == "random":
-        model = BertForPreTraining(BertConfig.resolve(params.model.size, vocab_size), **options)
-    elif phase == "phase1":
-        model = released_model(params, vocab_file, options)
-    else:
-        model = BertForPreTraining.from_pretrained(layout.model("phase1"), **options)
-        if model.config.vocab_size != vocab_size:
-            raise UserError(
-                f"{layout.model('phase1')} has vocab_size {model.config.vocab_size}, {vocab_file} has {vocab_size}; re-run phase 1"
-            )
-        if model.config.max_position_embeddings < examples.max_seq_length:
-            raise UserError(
-                f"examples.phase2.max_seq_length {examples.max_seq_length} exceeds the model's "
-                f"max_position_embeddings {model.config.max_position_embeddings}"
-            )
+    torch.manual_seed(params.seed)  # the same fresh heads on every rank
+    model = start_model(params, phase, vocab_file, vocab_size, options)
     model.to(distributed.device)
 
     recipe = params.recipe(phase)
@@ -135,47 +125,61 @@ def pretrain(params: Params, phase: str, distributed: Distributed) -> None:
     )  # fmt: skip
     if distributed.is_main:
         # What the objective does not train (an MLM-only run's pooler) goes on unchanged from the start.
-        start = _start_folder(params, phase)
-        carried = untrained_tensors(start, model) if start else None
+        start = params.pretrain.phases[phase]
+        carried = None if start == "random" else untrained_tensors(layout.weights(start), model)
+        output = layout.weights(phase)
         model.save_pretrained(
-            layout.model(phase), vocab_file=vocab_file, lower_case=params.vocab.lower_case, carried=carried
+            output, vocab_file=vocab_file, lower_case=params.vocab.lower_case, carried=carried
         )
-        log.info("wrote %s", layout.model(phase))
+        check_reloads(model, output, **options)
+        log.info("wrote %s", output)
 
 
-def released_model(params: Params, vocab_file: Path, options: dict) -> BertForPreTraining:
-    """Phase 1's start from released weights (pretrain.init: a key of weights): data/weights/<init>
-    as download_weights left it. Its config.json is the model's shape (model.size is not read),
-    its vocabulary must be the examples' (vocab.source: weights), and heads it lacks start fresh
-    (the MLM decoder is always the word embeddings)."""
-    init = params.pretrain.init
-    directory = layout.weights(init)
+def start_model(
+    params: Params, phase: str, vocab_file: Path, vocab_size: int, options: dict
+) -> BertForPreTraining:
+    """The model the phase starts from: data/weights/<start> as its stage left it (random's fresh
+    weights are the ones seed and model.size draw). From released weights their config.json is the
+    shape (model.size is not read) and their vocabulary must be the examples' (vocab.source:
+    weights); heads the folder lacks start fresh (the MLM decoder is always the word embeddings)."""
+    start = params.pretrain.phases[phase]
+    directory = layout.weights(start)
+    where = f"pretrain.phases.{phase}: {start}"
     if not (directory / "config.json").is_file():
         raise UserError(
-            f"{directory}: no config.json for pretrain.init={init}; run `dvc repro download_weights@{init}`"
+            f"{directory}: no config.json ({where}); run `dvc repro {layout.weights_stage(start)}`"
         )
-    released_vocab = directory / "vocab.txt"
-    if not released_vocab.is_file() or released_vocab.read_bytes() != vocab_file.read_bytes():
-        raise UserError(
-            f"{vocab_file} is not {released_vocab}, the vocabulary of pretrain.init={init}; "
-            "run `dvc repro vocab` with vocab.source: weights"
-        )
+    released = start in params.weights
+    if released:
+        released_vocab = directory / "vocab.txt"
+        if not released_vocab.is_file() or released_vocab.read_bytes() != vocab_file.read_bytes():
+            raise UserError(
+                f"{vocab_file} is not {released_vocab}, the vocabulary of weights.{start} ({where}); "
+                "run `dvc repro vocab` with vocab.source: weights"
+            )
     model = BertForPreTraining.from_pretrained(directory, **options)
-    longest = max(params.examples.phase1.max_seq_length, params.examples.phase2.max_seq_length)
-    if model.config.max_position_embeddings < longest:
+    if model.config.vocab_size != vocab_size:
         raise UserError(
-            f"examples max_seq_length {longest} exceeds the max_position_embeddings "
-            f"{model.config.max_position_embeddings} of {directory}/config.json (pretrain.init={init})"
+            f"{directory} has vocab_size {model.config.vocab_size}, {vocab_file} has {vocab_size}; "
+            f"run `dvc repro {layout.weights_stage(start)}`"
         )
-    log.info(
-        "phase1: continuing %s (%d layers, hidden %d; its config.json, not model.size %s)",
-        directory, model.config.num_hidden_layers, model.config.hidden_size, params.model.size,
-    )  # fmt: skip
+    max_seq_length = getattr(params.examples, phase).max_seq_length
+    if model.config.max_position_embeddings < max_seq_length:
+        raise UserError(
+            f"examples.{phase}.max_seq_length {max_seq_length} exceeds the max_position_embeddings "
+            f"{model.config.max_position_embeddings} of {directory}/config.json ({where})"
+        )
+    if released:
+        log.info(
+            "%s: continuing %s (%d layers, hidden %d; its config.json, not model.size %s)",
+            phase, directory, model.config.num_hidden_layers, model.config.hidden_size, params.model.size,
+        )  # fmt: skip
     return model
 
 
 def _model_name(params: Params) -> str:
-    return params.model.size if params.pretrain.init == "random" else f"weights.{params.pretrain.init}"
+    start = params.pretrain_start
+    return params.model.size if start == "random" else f"weights.{start}"
 
 
 def run_record(params: Params, phase: str, described: dict) -> RunRecord:
@@ -212,8 +216,8 @@ def _described(params: Params, phase: str, recipe: Recipe, shards: list[Path]) -
         "shards": [(p.name, p.stat().st_size) for p in shards],
         # What the shards were made from and how (the manifest lists params, vocab hash and counts).
         "manifest": file_sha256(layout.examples(phase) / "manifest.json"),
-        # Phase 2 continues phase 1: a new phase 1 must never let phase 2 resume its old checkpoints.
-        # Phase 1 from released weights: their weights file (not model.size) says where it starts.
+        # A phase continuing another: a new one must never let it resume its old checkpoints.
+        # From released weights: their weights file (not model.size) says where it starts.
         "init": _start_weights(params, phase),
     }
     if not params.examples.next_sentence:  # named only when off, so older checkpoints still resume
@@ -230,20 +234,13 @@ def _described(params: Params, phase: str, recipe: Recipe, shards: list[Path]) -
     return described
 
 
-def _start_folder(params: Params, phase: str) -> Path | None:
-    """The Hugging Face folder the phase starts from; None for fresh weights."""
-    if phase == "phase2":
-        return layout.model("phase1")
-    return None if params.pretrain.init == "random" else layout.weights(params.pretrain.init)
-
-
 def _start_weights(params: Params, phase: str) -> str | None:
-    """The hash of the weights file the phase starts from; None for fresh weights."""
-    if phase == "phase2":
-        return file_sha256(layout.model("phase1") / "model.safetensors")
-    if params.pretrain.init == "random":
+    """The hash of the weights file the phase starts from; None for fresh weights (seed and
+    model.size, in the signature, make them)."""
+    start = params.pretrain.phases[phase]
+    if start == "random":
         return None
-    directory = layout.weights(params.pretrain.init)
+    directory = layout.weights(start)
     return file_sha256(next(directory / name for name in WEIGHT_FILES if (directory / name).is_file()))
 
 
@@ -262,7 +259,7 @@ def _load_phase1_optimizer(optimizer: torch.optim.Optimizer, name: str) -> None:
         raise UserError(
             f"{newest}: unreadable ({str(error).split('. ')[0]}); "
             "pretrain.phase2.init_optimizer_from_phase1 needs phase 1's last checkpoint: run "
-            "`dvc repro --force pretrain_phase1` (it resumes from an older one to the same weights) "
+            "`dvc repro --force pretrain@phase1` (it resumes from an older one to the same weights) "
             "or turn the option off"
         ) from None
     phase2_settings = [{k: v for k, v in group.items() if k != "params"} for group in optimizer.param_groups]

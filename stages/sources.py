@@ -5,7 +5,7 @@
 Each download stage depends on its slot here (docs/pipeline.md#tracking-local-sources):
 corpora/<corpus> (download@<corpus>), tasks/<task> (download_task@<task>, the tasks of tasks.run),
 squad (download_squad: squad.version's train and dev) and weights/<name> (download_weights@<name>:
-the entries finetune.init and pretrain.init name; the others' slots stand for nothing, as those stages fetch nothing).
+the entries finetune.init and pretrain.phases start from; the others' slots stand for nothing, as those stages fetch nothing).
 A slot is a link to the one local source, or a folder with a link per local file and sources.txt
 (bert.download.source_links). DVC follows the links when it hashes a stage's dependencies, so `dvc status`
 names the download stage whose local files changed, and `dvc repro` reruns it and what depends on
@@ -33,7 +33,7 @@ def main() -> None:
     params = load_params()
     version = params.squad.version
     squad = params.squad.sources[version]
-    fetched = (params.finetune.init, params.pretrain.init)
+    fetched = (params.finetune.init, params.pretrain_start)
     weights = {name: [url] if name in fetched else [] for name, url in params.weights.items()}
     slots = {
         **{

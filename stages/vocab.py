@@ -1,7 +1,7 @@
 """Stage `vocab`: data/vocab/vocab.txt + tokenizer_config.json, trained on the train shards,
 downloaded (Google's), copied, or (vocab.source: weights) the vocabulary of the released weights
-pretrain.init names, fetched from `weights.<init>` itself: the vocabulary comes before the
-examples, and download_weights@<init> (which pretraining reads) need not run first."""
+pretraining starts from (pretrain.phases), fetched from `weights.<name>` itself: the vocabulary comes before the
+examples, and download_weights@<name> (which pretraining reads) need not run first."""
 
 import logging
 import tempfile
@@ -24,9 +24,9 @@ def main() -> None:
         ]
         sentences = partial(iter_sentences, files)
     url = vocab.url
-    if vocab.source == "weights":  # params.py: pretrain.init is then a key of weights
-        url = params.weights[params.pretrain.init]
-        check_casing(url, params.pretrain.init, vocab.lower_case)
+    if vocab.source == "weights":  # params.py: pretraining then starts from a key of weights
+        url = params.weights[params.pretrain_start]
+        check_casing(url, params.pretrain_start, vocab.lower_case)
     path = prepare_vocab(
         vocab.source,
         layout.VOCAB_DIR,
@@ -51,7 +51,7 @@ def check_casing(folder: str, name: str, lower_case: bool) -> None:
         released = released_lower_case(folder, scratch)
     if released is not None and released != lower_case:
         raise UserError(
-            f"params.yaml: vocab.lower_case is {str(lower_case).lower()} but weights.{name} (pretrain.init) is "
+            f"params.yaml: vocab.lower_case is {str(lower_case).lower()} but weights.{name} (where pretrain.phases starts) is "
             f"{'uncased' if released else 'cased'} (its tokenizer_config.json: do_lower_case "
             f"{str(released).lower()}); set vocab.lower_case: {str(released).lower()}"
         )

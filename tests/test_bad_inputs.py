@@ -551,15 +551,15 @@ CASES = [
          ("params.yaml", "seed is -1", "an integer in [0, 4294967295]"), "data/shards/wikipedia",
          fix=param_as_in_repo("seed"), before_work=True),
     Case("params-max-steps-nan", PRETRAIN, in_turn(pretraining_project, raw_param("pretrain.phase1.max_steps", ".nan")),
-         ("params.yaml", "pretrain.phase1.max_steps", "nan", "an integer >= 1"), "data/models/phase1",
+         ("params.yaml", "pretrain.phase1.max_steps", "nan", "an integer >= 1"), "data/weights/phase1",
          fix=param("pretrain.phase1.max_steps", 8), before_work=True),
     Case("params-precision-no", PRETRAIN, in_turn(pretraining_project, raw_param("pretrain.precision", "no")),
-         ("params.yaml", "pretrain.precision", TRAP, '"fp32"'), "data/models/phase1",
+         ("params.yaml", "pretrain.precision", TRAP, '"fp32"'), "data/weights/phase1",
          fix=param("pretrain.precision", "fp32"), before_work=True),
     # Pretraining shards
     Case("hdf5-shard-of-another-phase", PRETRAIN, phase2_shard_among_phase1,
          (STRAY_SHARD, "sequences of 24 tokens with 4 masked positions", "part-00000.hdf5 has 16 and 3", "examples stage"),
-         "data/models/phase1", fix=remove_stray_shard),
+         "data/weights/phase1", fix=remove_stray_shard),
     # SQuAD: download_squad checks the version of what it fetches; a rejected file is fetched again
     Case("squad-json-list", DOWNLOAD_SQUAD, squad_source([QUESTION]), ("sources/train.json", "not a SQuAD JSON file", "list"),
          "data/squad", fix=squad_source(squad_json([QUESTION]))),

@@ -221,13 +221,13 @@ def test_sigterm_to_dvc_repro_and_all_its_processes_checkpoints_and_leaves_none_
     shutil.copytree(long_two_rank_run, root)
     set_params(root, {"pretrain.data_workers": 1})
     _dvc_project(root, "python -m stages.pretrain phase1")
-    repro = ["bash", "-c", "trap '' TERM USR1; exec dvc repro pretrain_phase1"]
+    repro = ["bash", "-c", "trap '' TERM USR1; exec dvc repro pretrain@phase1"]
     status, output, logged, processes = _preempt(
         root, repro, lambda processes, session: os.killpg(session, signal.SIGTERM), env=_env()
     )
     assert status == 255, output[-3000:]  # dvc's, for a stage that failed
     _assert_preempted_keeping_the_step(root, output, logged, processes, workers=1)
-    assert "ERROR: failed to reproduce 'pretrain_phase1'" in output
+    assert "ERROR: failed to reproduce 'pretrain@phase1'" in output
 
 
 def _two_cpus() -> list[int]:
@@ -283,13 +283,13 @@ def test_two_nodes_under_dvc_repro_equal_one_node_with_two_gpus(tmp_path, one_no
     joined = subprocess.Popen([sys.executable, "-m", "stages.pretrain", "phase1", "--join", "1"], cwd=node1,
                               env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
                               preexec_fn=_on_cpus({cpu1}))  # fmt: skip
-    repro = subprocess.run([BIN / "dvc", "repro", "pretrain_phase1"], cwd=head, env=env, capture_output=True,
+    repro = subprocess.run([BIN / "dvc", "repro", "pretrain@phase1"], cwd=head, env=env, capture_output=True,
                            text=True, timeout=300, preexec_fn=_on_cpus({cpu0}))  # fmt: skip
     join_log, _ = joined.communicate(timeout=120)
     assert repro.returncode == 0, repro.stdout[-3000:] + repro.stderr[-3000:]
     assert joined.returncode == 0, join_log[-3000:]
     assert "--node-rank 1" in join_log and "--node-rank 0" in repro.stdout + repro.stderr
-    assert "data/models/phase1" in (head / "dvc.lock").read_text()
+    assert "data/weights/phase1" in (head / "dvc.lock").read_text()
     written = {p: p.read_bytes() for p in node1.rglob("*") if p.is_file() and "logs" not in p.parts}
     assert written == before  # wrote nothing but its rank's log
     assert "rank1.log" in {p.name for p in (node1 / "data/logs/phase1").iterdir()}
@@ -305,7 +305,7 @@ def _without_last_checkpoint(source, copy, changes):
     """A copy of a finished run as if it had been killed after its step-4 checkpoint, with `changes`."""
     shutil.copytree(source, copy)
     list_checkpoints(copy / CHECKPOINTS)[-1].unlink()
-    shutil.rmtree(copy / "data/models/phase1")
+    shutil.rmtree(copy / "data/weights/phase1")
     set_params(copy, changes)
     return copy
 
@@ -417,7 +417,7 @@ def test_the_slurm_script_runs_dvc_on_the_head_and_joins_the_other_node(tmp_path
     assert "nnodes: 2" in params and "nproc_per_node: 1" in params  # the rendezvous is not a param
     assert f"--master-addr 127.0.0.1 --master-port {env['PORT']}" in job.stdout + job.stderr
     assert "--node-rank 1" in job.stderr and "--node-rank 0" in job.stdout + job.stderr
-    assert "data/models/phase1" in (root / "dvc.lock").read_text()
+    assert "data/weights/phase1" in (root / "dvc.lock").read_text()
     expected = final_weights(one_node_two_ranks)
     for name, value in final_weights(root).items():
         assert torch.equal(value, expected[name]), name

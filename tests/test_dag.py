@@ -28,9 +28,7 @@ SAMPLE_WIKIPEDIA = {
     ],
     "checksums": [],
 }
-CORPUS_STAGES = re.compile(
-    r"^(download@|documents@|shard@|vocab$|examples@|pretrain_|export_hf$|init_random$)"
-)
+CORPUS_STAGES = re.compile(r"^(download@|documents@|shard@|vocab$|examples@|pretrain@|init_random$)")
 
 
 def run(args: list[str], cwd: Path, timeout: int = 900) -> subprocess.CompletedProcess:
@@ -82,18 +80,20 @@ def project(tmp_path) -> Path:
 
 def test_only_decontaminate_remove_puts_the_evaluation_sets_upstream_of_pretraining(project):
     evaluation = {"eval_texts", "download_squad", "download_task@rte"}
-    report = set(planned(project, "pretrain_phase1"))  # the default, report
+    report = set(planned(project, "pretrain@phase1"))  # the default, report
     assert {"clean", "shard@wikipedia"} <= report and not evaluation & report
     assert evaluation <= set(planned(project, "contamination"))
     set_params(project, {"clean.decontaminate": "remove"})
-    assert evaluation <= set(planned(project, "pretrain_phase1"))
+    assert evaluation <= set(planned(project, "pretrain@phase1"))
     set_params(project, {"clean.decontaminate": "off"})
-    assert not evaluation & set(planned(project, "pretrain_phase1"))
+    assert not evaluation & set(planned(project, "pretrain@phase1"))
 
 
 def test_released_weights_need_no_corpus_and_no_pretraining(project):
     pretraining = planned(project, "finetune_squad")
-    assert {"download@wikipedia", "vocab", "pretrain_phase2", "export_hf"} <= set(pretraining)
+    assert {"download@wikipedia", "vocab", "init_random", "pretrain@phase1", "pretrain@phase2"} <= set(
+        pretraining
+    )
     set_params(project, {"finetune.init": "google-base-uncased"})
     released = planned(project, "finetune_squad")
     assert sorted(released) == [
@@ -109,26 +109,36 @@ def test_released_weights_need_no_corpus_and_no_pretraining(project):
     assert not any(CORPUS_STAGES.match(stage) for stage in glue)
     set_params(project, {"finetune.init": "random"})
     random_start = planned(project, "finetune_squad")
-    assert "init_random" in random_start and not any(stage.startswith("pretrain_") for stage in random_start)
+    assert "init_random" in random_start and not any(stage.startswith("pretrain@") for stage in random_start)
 
 
 def test_pretraining_from_released_weights_follows_them(project):
-    """pretrain.init: Google's weights are fetched and continued: download -> vocab -> examples ->
-    pretraining -> export -> fine-tuning, with no random initialisation anywhere."""
-    set_params(project, {"pretrain.init": "google-base-uncased", "vocab.source": "weights"})
+    """pretrain.phases starting from Google's weights: they are fetched and continued: download ->
+    vocab -> examples -> phase 1 -> phase 2 -> fine-tuning, with no random initialisation anywhere."""
+    set_params(project, {"pretrain.phases.phase1": "google-base-uncased", "vocab.source": "weights"})
     stages = planned(project, "finetune_squad")
     assert "init_random" not in stages
     assert {"download@wikipedia", "download_weights@google-base-uncased", "vocab", "examples@phase1",
-            "pretrain_phase1", "pretrain_phase2", "export_hf", "finetune_squad"} <= set(stages)  # fmt: skip
+            "pretrain@phase1", "pretrain@phase2", "finetune_squad"} <= set(stages)  # fmt: skip
     assert not [
         stage for stage in stages if stage.startswith("download_weights@") and stage.endswith("-cased")
     ]
     edges = run([str(BIN / "dvc"), "dag", "--md", "finetune_squad"], cwd=project).stdout
     names = dict(re.findall(r'(node\d+)\["([^"]+)"\]', edges))
     arrows = {(names[a], names[b]) for a, b in re.findall(r"(node\d+)-->(node\d+)", edges)}
-    path = ["vocab", "examples@phase1", "pretrain_phase1", "pretrain_phase2", "export_hf", "finetune_squad"]
-    assert ("download_weights@google-base-uncased", "pretrain_phase1") in arrows
+    path = ["vocab", "examples@phase1", "pretrain@phase1", "pretrain@phase2", "finetune_squad"]
+    assert ("download_weights@google-base-uncased", "pretrain@phase1") in arrows
     assert all((a, b) in arrows for a, b in zip(path, path[1:])), sorted(arrows)
+
+
+def test_one_phase_plans_no_other(project):
+    """pretrain.phases with one phase: the other's examples and pretraining are not stages at all,
+    and fine-tuning starts from the phase there is."""
+    assert {"examples@phase2", "pretrain@phase2"} <= set(planned(project, "finetune_squad"))
+    set_params(project, {"pretrain.phases": {"phase1": "random"}, "finetune.init": "phase1"})
+    listed = run([str(BIN / "dvc"), "stage", "list", "--name-only"], cwd=project).stdout.split()
+    assert "pretrain@phase1" in listed and not [stage for stage in listed if stage.endswith("@phase2")]
+    assert {"init_random", "examples@phase1", "pretrain@phase1"} <= set(planned(project, "finetune_squad"))
 
 
 def test_every_curve_folder_persists_across_reruns():
@@ -142,7 +152,7 @@ def test_every_curve_folder_persists_across_reruns():
             path, options = next(iter(out.items())) if isinstance(out, dict) else (out, {})
             if path.startswith("dvclive/"):
                 curves[name] = options
-    assert sorted(curves) == ["finetune_squad", "finetune_task", "pretrain_phase1", "pretrain_phase2"]
+    assert sorted(curves) == ["finetune_squad", "finetune_task", "pretrain"]
     for name, options in curves.items():
         assert options.get("persist") is True and options.get("cache") is False, (name, options)
 
@@ -239,26 +249,25 @@ def test_fine_tune_only_run_from_a_real_checkpoint(project, minilm_dir):
 
 @pytest.mark.slow
 def test_continued_mlm_only_pretraining_of_a_real_checkpoint_then_squad(project, minilm_dir):
-    """MiniLM continued on the sample corpus (its vocabulary, MLM only, phase 2 with phase 1's
-    optimizer) for a few steps, exported, and fine-tuned on SQuAD, all through `dvc repro`."""
+    """MiniLM continued on the sample corpus in one phase at 128 (its vocabulary, MLM only, as
+    domain-adaptive runs are) for a few steps, then fine-tuned on SQuAD, all through `dvc repro`:
+    phase 1's examples and pretraining are never planned."""
     phase = {"max_steps": 3, "global_batch_size": 8, "micro_batch_size": 8, "learning_rate": 1e-4,
              "schedule": "poly", "decay_share": 0.2, "decay_shape": "1-sqrt"}  # fmt: skip
     set_params(
         project,
         {
             "weights.minilm": str(minilm_dir),
-            "pretrain.init": "minilm",
+            "pretrain.phases": {"phase2": "minilm"},  # `dvc exp run -S '~pretrain.phases.phase1' ...`
             "vocab.source": "weights",
             "vocab.lower_case": True,
             "examples.next_sentence": False,
             "examples.masked_lm_prob": 0.3,
             "examples.dupe_factor": 1,
-            "examples.phase1": {"max_seq_length": 64, "max_predictions_per_seq": 20},
             "examples.phase2": {"max_seq_length": 128, "max_predictions_per_seq": 40},
             "pretrain.optimizer": "adamw",
-            "pretrain.phase1": {**phase, "warmup_proportion": 0.0, "weight_decay": 0.01},
             "pretrain.phase2": {**phase, "warmup_proportion": 0.0, "weight_decay": 0.01,
-                                "init_optimizer_from_phase1": True},
+                                "init_optimizer_from_phase1": False},
             "squad.sources": small_squad(project),
             "squad.recipe.epochs": 1,
             "squad.recipe.learning_rate": 1e-4,
@@ -267,13 +276,14 @@ def test_continued_mlm_only_pretraining_of_a_real_checkpoint_then_squad(project,
     )  # fmt: skip
     output = run([str(BIN / "dvc"), "repro", "evaluate_squad"], cwd=project).stdout
     ran = re.findall(r"Running stage '([^']+)'", output)
-    assert {"download_weights@minilm", "vocab", "pretrain_phase1", "pretrain_phase2", "export_hf"} <= set(ran)
-    assert "init_random" not in ran
+    assert {"download_weights@minilm", "vocab", "examples@phase2", "pretrain@phase2"} <= set(ran)
+    assert not {"init_random", "examples@phase1", "pretrain@phase1"} & set(ran)
+    assert not (project / "data/examples/phase1").exists() and not (project / "data/weights/phase1").exists()
     assert (project / "data/vocab/vocab.txt").read_bytes() == (minilm_dir / "vocab.txt").read_bytes()
-    phase1 = json.loads((project / "metrics/pretrain_phase1.json").read_text())
+    phase = json.loads((project / "metrics/pretrain_phase2.json").read_text())
     # MiniLM has no MLM head: its fresh one starts at chance (ln 30522 = 10.3) and learns at once
     # on MiniLM's features (docs/performance.md, "Continued pretraining")
-    assert phase1["steps"] == 3 and "nsp_loss" not in phase1 and phase1["loss"] < phase1["first_loss"]
+    assert phase["steps"] == 3 and "nsp_loss" not in phase and phase["loss"] < phase["first_loss"]
     transformers = pytest.importorskip("transformers")
     _, info = transformers.BertForMaskedLM.from_pretrained(
         project / "data/weights/phase2", output_loading_info=True

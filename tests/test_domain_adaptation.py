@@ -133,14 +133,14 @@ def test_mlm_only_masks_up_to_half_and_loads_without_nsp(packed):
 
 
 def test_mlm_only_continuation_carries_the_released_pooler_to_the_export(minilm_dir, tmp_path, caplog):
-    """MiniLM's pooler is trained, but an MLM-only run holds none: each save (phase 1, phase 2,
-    export_hf) carries it on unchanged, so fine-tuning starts from the released pooler, not a fresh one."""
+    """MiniLM's pooler is trained, but an MLM-only run holds none: each phase's save carries it on
+    unchanged, so fine-tuning starts from the released pooler, not a fresh one."""
     from bert.model.hf import untrained_tensors
     from bert.model.network import BertForSequenceClassification
 
     released = safe_open(minilm_dir / "model.safetensors", "pt")
     start = minilm_dir
-    for save in ("phase1", "phase2", "export"):
+    for save in ("phase1", "phase2"):
         model = BertForPreTraining.from_pretrained(start, next_sentence=False)
         with torch.no_grad():  # training moves every tensor the objective reaches
             for parameter in model.parameters():

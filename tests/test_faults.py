@@ -197,7 +197,7 @@ def test_pretrain_killed_between_checkpoints_resumes_to_the_same_weights(tmp_pat
 
     found = list_checkpoints(root / CHECKPOINTS)
     assert found and found[-1].name < f"step-{MAX_STEPS:08d}.pt"  # killed halfway
-    assert not (root / "data/models/phase1").exists()
+    assert not (root / "data/weights/phase1").exists()
     assert not (root / "metrics/pretrain_phase1.json").exists()
     _resume_and_check(root, load_checkpoint(found[-1])["step"], reference_weights)
 
@@ -234,15 +234,26 @@ def _logged_steps(root: Path, curve: Path = LOSS_CURVE) -> list[int]:
 
 
 def _dvc_project(
-    root: Path, command: str, name: str = "pretrain_phase1", deps=("data/examples/phase1", "data/vocab")
+    root: Path,
+    command: str,
+    name: str = "pretrain@phase1",
+    deps=("data/examples/phase1", "data/vocab", "data/weights/random"),
 ) -> None:
     """Make `root` a DVC project whose one stage is the repository's stage `name` (its outs,
-    metrics, params and the plots of its curves as dvc.yaml has them) running `command`."""
+    metrics, params and the plots of its curves as dvc.yaml has them) running `command`; of a
+    `foreach` over pretrain.phases (pretrain@phase1), the one entry."""
     pipeline = yaml.safe_load((REPO / "dvc.yaml").read_text())
-    stage = {**pipeline["stages"][name], "cmd": command, "deps": list(deps)}
+    group, _, key = name.partition("@")
+    stage = pipeline["stages"][group]
+    if key:
+        phases = yaml.safe_load((REPO / "params.yaml").read_text())["pretrain"]["phases"]
+        stage = {"foreach": {key: phases[key]}, "do": {**stage["do"], "cmd": command, "deps": list(deps)}}
+    else:
+        stage = {**stage, "cmd": command, "deps": list(deps)}
+    curves = f"dvclive/{name.replace('@', '_')}/"
     plots = [plot for plot in pipeline["plots"]
-             if all(path.startswith(f"dvclive/{name}/") for path in next(iter(plot.values()))["y"])]  # fmt: skip
-    (root / "dvc.yaml").write_text(yaml.safe_dump({"stages": {name: stage}, "plots": plots}))
+             if all(path.startswith(curves) for path in next(iter(plot.values()))["y"])]  # fmt: skip
+    (root / "dvc.yaml").write_text(yaml.safe_dump({"stages": {group: stage}, "plots": plots}))
     if not (root / ".dvc").exists():
         subprocess.run([BIN / "dvc", "init", "--no-scm", "--quiet"], cwd=root, check=True)
 
@@ -260,13 +271,13 @@ def test_dvc_repro_killed_and_resumed_keeps_every_step_of_the_curve_once(tmp_pat
     root = _pretrain_workspace(tmp_path)
     (root / "slow_runner.py").write_text(RUNNER.format(patch=SLOW_STEPS))
     _dvc_project(root, "python slow_runner.py stages.pretrain phase1")
-    process = _start_command(root, [str(BIN / "dvc"), "repro", "pretrain_phase1"])
+    process = _start_command(root, [str(BIN / "dvc"), "repro", "pretrain@phase1"])
     _wait_for(lambda: (root / LOSS_CURVE).exists() and SAVE_EVERY + 2 in _logged_steps(root), process, root)
     assert _kill(process) == -signal.SIGKILL
     assert [load_checkpoint(p)["step"] for p in list_checkpoints(root / CHECKPOINTS)] == [SAVE_EVERY]
 
     _dvc_project(root, "python -m stages.pretrain phase1")
-    result = _dvc(root, "repro", "pretrain_phase1")
+    result = _dvc(root, "repro", "pretrain@phase1")
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
     assert f"resumed from step {SAVE_EVERY} " in result.stdout + result.stderr
     _assert_same_weights(_weights(root), _weights(reference_run))
@@ -468,7 +479,7 @@ def test_disk_full_while_writing_a_checkpoint(tmp_path):
     assert sorted(p.name for p in (root / CHECKPOINTS).iterdir()) == [first.name]  # no temp debris
     assert first.read_bytes() == before
     assert load_checkpoint(first)["step"] == SAVE_EVERY
-    assert not (root / "data/models/phase1").exists()
+    assert not (root / "data/weights/phase1").exists()
 
 
 def test_disk_full_while_writing_shards(tmp_path):

@@ -40,7 +40,11 @@ def test_no_stage_or_script_spells_a_pipeline_path():
 
 
 def expected_outputs(params: dict) -> set[str]:
-    corpora, phases, tasks = list(params["corpora"]), ("phase1", "phase2"), params["tasks"]["run"]
+    corpora, phases, tasks = (
+        list(params["corpora"]),
+        list(params["pretrain"]["phases"]),
+        params["tasks"]["run"],
+    )
     paths = {layout.VOCAB_DIR, layout.SQUAD_DIR, layout.model("squad"), layout.live("squad"),
              layout.training_metrics("squad"), layout.SQUAD_PREDICTIONS, layout.metrics("squad"),
              layout.metrics("benchmark"), layout.metrics("glue"), layout.SOURCES}  # fmt: skip
@@ -50,9 +54,9 @@ def expected_outputs(params: dict) -> set[str]:
         paths |= {layout.raw(corpus), layout.documents(corpus), layout.shards(corpus),
                   layout.documents_metrics(corpus), layout.shard_metrics(corpus)}  # fmt: skip
     for phase in phases:
-        paths |= {layout.examples(phase), layout.model(phase), layout.live(phase),
+        paths |= {layout.examples(phase), layout.weights(phase), layout.live(phase),
                   layout.training_metrics(phase)}  # fmt: skip
-    for name in [*layout.BUILT_WEIGHTS, *params["weights"]]:
+    for name in ["random", *params["weights"]]:
         paths.add(layout.weights(name))
     for task in tasks:
         paths |= {layout.task_data(task), layout.model(task), layout.live(task),

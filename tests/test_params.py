@@ -19,7 +19,13 @@ REPO = Path(__file__).resolve().parents[1]
 MISSING_HINT = "add it (the repository's params.yaml has every key, with its meaning)"
 # Mappings whose keys are names the user chooses, not schema fields: deleting one of their entries
 # is a change of content (one corpus fewer), not a missing key.
-NAMED_ENTRIES = {("corpora",), ("mixing", "weights"), ("squad", "sources"), ("weights",)}
+NAMED_ENTRIES = {
+    ("corpora",),
+    ("mixing", "weights"),
+    ("pretrain", "phases"),
+    ("squad", "sources"),
+    ("weights",),
+}
 
 
 @pytest.fixture
@@ -239,13 +245,16 @@ NAN, INF = math.nan, math.inf
         (
             "finetune.init",
             "bert-huge",
-            ["finetune.init is 'bert-huge'; allowed: phase2, random", "add it under weights"],
+            [
+                "finetune.init is 'bert-huge'; allowed: random, a phase of pretrain.phases (phase1, phase2)",
+                "add it under weights",
+            ],
         ),
         ("finetune.init", "hf:nowhere", ["finetune.init is 'hf:nowhere'", "google-base-uncased"]),
         (
             "weights",
             {"random": "https://example.org/bert"},
-            ["weights.random: a weights name", "not phase2 or random"],
+            ["weights.random: a weights name", "not random or phase1 or phase2"],
         ),
         ("weights", {"my bert": "https://example.org/bert"}, ["weights.my bert: a weights name is a folder"]),
         ("corpora", {}, ["corpora is empty"]),
@@ -320,16 +329,51 @@ def test_google_vocabulary_needs_its_url(project):
 @pytest.mark.parametrize(
     "changes, words",
     [
-        ({"pretrain.init": "google-base-uncased"}, "pretrain.init is google-base-uncased (released weights) but vocab.source is train"),
-        ({"vocab.source": "weights"}, "vocab.source is weights but pretrain.init is random"),
-        ({"pretrain.init": "bert-huge", "vocab.source": "weights"}, "pretrain.init is 'bert-huge'; allowed: random, or a key of weights"),
+        ({"pretrain.phases.phase1": "google-base-uncased"}, "pretrain.phases starts from google-base-uncased (released weights) but vocab.source is train"),
+        ({"vocab.source": "weights"}, "vocab.source is weights but pretrain.phases starts from random"),
+        ({"pretrain.phases.phase1": "bert-huge", "vocab.source": "weights"}, "pretrain.phases.phase1 is 'bert-huge'; the first phase starts from random (model.size) or a key of weights"),
     ],
 )  # fmt: skip
 def test_the_vocabulary_follows_the_pretraining_weights(project, changes, words):
     message = rejection(project, changes)
     assert words in message and "\n" not in message
-    write_params(project, {"pretrain.init": "google-base-uncased", "vocab.source": "weights"})
-    assert load_params().pretrain.init == "google-base-uncased"
+    write_params(project, {"pretrain.phases.phase1": "google-base-uncased", "vocab.source": "weights"})
+    assert load_params().pretrain_start == "google-base-uncased"
+
+
+@pytest.mark.parametrize(
+    "changes, words",
+    [
+        ({"pretrain.phases": {}}, "pretrain.phases names no phase; it runs phase1, phase2 or both, in that order"),
+        ({"pretrain.phases": {"phase3": "random"}}, "pretrain.phases names phase3; it runs"),
+        ({"pretrain.phases.phase2": "random"}, "pretrain.phases.phase2 is 'random'; a later phase starts from the one before it: phase1"),
+        ({"pretrain.phases": {"phase1": "phase2"}, "finetune.init": "phase1"}, "pretrain.phases.phase1 is 'phase2'; the first phase starts from random"),
+        ({"pretrain.phases": {"phase1": "random"}}, "finetune.init is 'phase2'; allowed: random, a phase of pretrain.phases (phase1), or a key of weights ("),
+        ({"pretrain.phases": {"phase1": "random"}}, "; pretrain.phases does not run phase2: start from phase1, or add phase2 to it"),
+        ({"pretrain.phases": {"phase2": "random"}, "pretrain.phase2.init_optimizer_from_phase1": True},
+         "pretrain.phase2.init_optimizer_from_phase1 is on but pretrain.phases does not run phase2 from phase1; turn it off"),
+    ],
+)  # fmt: skip
+def test_the_phases_run_in_order_each_from_the_one_before(project, changes, words):
+    message = rejection(project, changes)
+    assert words in message and "\n" not in message
+
+
+def test_the_phases_run_in_the_order_they_are_written(project):
+    params = repo_params()
+    params["pretrain"]["phases"] = {"phase2": "random", "phase1": "phase2"}
+    (project / "params.yaml").write_text(yaml.safe_dump(params, sort_keys=False))
+    with pytest.raises(UserError) as error:
+        load_params()
+    assert str(error.value).startswith(
+        "params.yaml: pretrain.phases names phase2, phase1; it runs phase1, phase2 or both"
+    )
+
+
+@pytest.mark.parametrize("phases", [{"phase1": "random"}, {"phase2": "random"}])
+def test_one_phase_is_a_pretraining_run(project, phases):
+    write_params(project, {"pretrain.phases": phases, "finetune.init": next(iter(phases))})
+    assert load_params().pretrain.phases == phases
 
 
 def test_invalid_params_fail_the_stage_before_any_work(project):

@@ -91,8 +91,8 @@ def clone(tmp_path_factory) -> Path:
     result = dvc("repro", "--force", cwd=path)
     assert set(stages_run(result.stdout)) >= {
         *DATA_STAGES,
-        "pretrain_phase1",
-        "pretrain_phase2",
+        "pretrain@phase1",
+        "pretrain@phase2",
         "evaluate_squad",
         *(f"{stage}@{task}" for stage in TASK_STAGES for task in ("swag", "mnli", "stsb")),
         "glue_score",
@@ -154,8 +154,8 @@ def test_an_edited_squad_dev_file_reruns_the_contamination_report_and_never_pret
             "shard@wikipedia",
             "vocab",
             "examples@phase1",
-            "pretrain_phase1",
-            "pretrain_phase2",
+            "pretrain@phase1",
+            "pretrain@phase2",
         }
         assert not changed & pretraining, changed
     finally:

@@ -159,6 +159,27 @@ def untrained_tensors(directory: str | Path, model) -> dict[str, torch.Tensor]:
     return carried
 
 
+def check_reloads(model, directory: str | Path, **options) -> None:
+    """The folder `model` (a BertForPreTraining) was just saved in, loaded with the `options` it
+    was built with, gives the same outputs, so a broken save fails where it was made."""
+    reloaded = type(model).from_pretrained(directory, **options)
+    generator = torch.Generator().manual_seed(0)
+    input_ids = torch.randint(5, model.config.vocab_size, (2, 12), generator=generator)
+    token_type_ids = torch.zeros_like(input_ids)
+    attention_mask = torch.ones_like(input_ids)
+    positions = torch.tensor([[1, 4, 0], [2, 3, 7]])
+    device = next(model.parameters()).device
+    inputs = [tensor.to(device) for tensor in (input_ids, token_type_ids, attention_mask, positions)]
+    was_training = model.training
+    with torch.no_grad():
+        want = model.eval()(*inputs)
+        got = reloaded.to(device).eval()(*inputs)
+    model.train(was_training)
+    same_nsp = want.nsp_logits is None or torch.equal(want.nsp_logits, got.nsp_logits)  # None: MLM only
+    if not (torch.equal(want.mlm_logits, got.mlm_logits) and same_nsp):
+        raise UserError(f"{directory}: the saved model does not reproduce the trained model's outputs")
+
+
 def _read_weight_file(path: Path) -> dict[str, torch.Tensor]:
     try:
         if path.suffix == ".safetensors":

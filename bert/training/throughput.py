@@ -52,7 +52,7 @@ class ThroughputMeter:
         totals: dict,
         announce: bool,
     ):
-        self.model, self.device = model, device
+        self.model, self.device, self.precision = model, device, precision
         config = getattr(model, "config", None)
         self.flops = flops if isinstance(config, BertConfig) else None
         self.run = totals.setdefault("throughput", dict.fromkeys(RUN_SUMS, 0.0))
@@ -103,7 +103,11 @@ class ThroughputMeter:
         return self._figures(tokens, slots, flops, waited, seconds, world_size, counted)
 
     def summary(self, seconds: float, world_size: int) -> dict:
-        """The figures over the whole run (`seconds`: its training time), and the peak."""
+        """The figures over the whole run (`seconds`: its training time), and the peak: a measured
+        one probed again, the better kept (on every rank: one small all-reduce)."""
+        if self.peak is not None and self.peak.source == "measured":
+            self.peak = device_peak(self.model.config, self.device, self.precision, again=True)
+            self.peak_tflops = self._sum_over_ranks([self.peak.tflops])[0]
         run = self.run
         figures = self._figures(
             run["tokens"], run["slots"], run["flops"], run["waited"], seconds, world_size, run["slots"] > 0

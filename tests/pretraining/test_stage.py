@@ -1,4 +1,4 @@
-"""The stages as DVC runs them: pretrain phase1 -> phase2 -> export_hf, in a throw-away project."""
+"""The stages as DVC runs them: pretrain phase1 -> phase2, in a throw-away project."""
 
 import json
 
@@ -9,7 +9,7 @@ from tests.support.stage_workspace import make_workspace, run_stage, set_params
 
 
 @pytest.mark.slow
-def test_phase1_phase2_export(tmp_path):
+def test_phase1_then_phase2(tmp_path):
     root = make_workspace(tmp_path)
     set_params(root, {"pretrain.phase2.init_optimizer_from_phase1": True})
     # The ranks' logs inside the model folder: refused before any work (the run exited 0, and
@@ -20,8 +20,8 @@ def test_phase1_phase2_export(tmp_path):
         "among the pipeline's outputs"
     ), refused.stderr
     assert len(refused.stderr.splitlines()) == 1
-    assert not (root / "data/models").exists() and not (root / "data/checkpoints").exists()
-    for args in (["stages.pretrain", "phase1"], ["stages.pretrain", "phase2"], ["stages.export_hf"]):
+    assert not (root / "data/weights/phase1").exists() and not (root / "data/checkpoints").exists()
+    for args in (["stages.pretrain", "phase1"], ["stages.pretrain", "phase2"]):
         if args[-1] == "phase2":  # a param, so it beats run_stage's OMP_NUM_THREADS=1
             set_params(root, {"distributed.threads_per_rank": 2})
         result = run_stage(root, *args)
@@ -42,7 +42,7 @@ def test_phase1_phase2_export(tmp_path):
             "seconds",
         } <= set(metrics)
         assert (root / f"dvclive/pretrain_{phase}/plots/metrics/train/loss.tsv").is_file()
-        assert sorted(p.name for p in (root / f"data/models/{phase}").iterdir()) == [
+        assert sorted(p.name for p in (root / f"data/weights/{phase}").iterdir()) == [
             "config.json", "model.safetensors", "tokenizer_config.json", "vocab.txt",
         ]  # fmt: skip
     hf = root / "data/weights/phase2"
@@ -61,11 +61,18 @@ def test_phase1_phase2_export(tmp_path):
 
 
 def test_bad_phase_is_one_clear_line(tmp_path):
-    result = run_stage(make_workspace(tmp_path), "stages.pretrain", "phase3")
+    root = make_workspace(tmp_path)
+    result = run_stage(root, "stages.pretrain", "phase3")
     assert result.returncode == 1
     assert (
         result.stderr.strip().splitlines()[-1]
         == "error: usage: python -m stages.pretrain phase1|phase2 [--join NODE_RANK]"
+    )
+    set_params(root, {"pretrain.phases": {"phase1": "random"}, "finetune.init": "phase1"})
+    result = run_stage(root, "stages.pretrain", "phase2")
+    assert result.returncode == 1 and result.stderr.strip().splitlines()[-1] == (
+        "error: params.yaml: pretrain.phases runs phase1, not phase2; run one of those, or add phase2 to "
+        "pretrain.phases"
     )
 
 
@@ -76,4 +83,26 @@ def test_a_global_batch_that_does_not_split_is_one_line_naming_the_params(tmp_pa
     assert result.stderr.strip().splitlines()[-1] == (
         "error: params.yaml: pretrain.phase1.global_batch_size 8 is not a multiple of pretrain.phase1.micro_batch_size "
         "3 x world size 1 (distributed.nproc_per_node x nnodes); change one of them so that it divides exactly"
+    )
+
+
+def test_a_wsd_phase_extended_goes_on_from_its_pre_decay_checkpoint(tmp_path):
+    """The stage, as `dvc exp run -S pretrain.phase1.max_steps=12` runs it after an 8-step
+    warmup-stable-decay run: the steps after the old decay are not continued, the pre-decay
+    checkpoint (step 6, kept past keep_last) is, and the curve has each step once."""
+    root = make_workspace(tmp_path, keep_last=1)
+    set_params(root, {"pretrain.phase1.schedule": "wsd", "pretrain.phase1.decay_share": 0.25})
+    first = run_stage(root, "stages.pretrain", "phase1")
+    assert first.returncode == 0, first.stderr[-3000:]
+    checkpoints = root / "data/checkpoints/phase1"
+    assert sorted(p.name for p in checkpoints.glob("step-*.pt")) == ["step-00000006.pt", "step-00000008.pt"]
+    set_params(root, {"pretrain.phase1.max_steps": 12})
+    extended = run_stage(root, "stages.pretrain", "phase1")
+    assert extended.returncode == 0, extended.stderr[-3000:]
+    assert "going on from the pre-decay checkpoint" in extended.stderr
+    assert "resumed from step 6 " in extended.stderr
+    assert json.loads((root / "metrics/pretrain_phase1.json").read_text())["steps"] == 12
+    curve = (root / "dvclive/pretrain_phase1/plots/metrics/train/loss.tsv").read_text().splitlines()
+    assert [int(row.split("\t")[curve[0].split("\t").index("step")]) for row in curve[1:]] == list(
+        range(1, 13)
     )

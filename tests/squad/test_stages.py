@@ -1,5 +1,5 @@
 """The SQuAD stages end to end, as DVC runs them, in a throw-away project folder: a tiny random
-BERT saved as a Hugging Face directory where export_hf puts ours (finetune.init: phase2) and a few
+BERT saved as a Hugging Face directory where pretrain@phase2 puts ours (finetune.init: phase2) and a few
 questions of the bundled sample world. finetune_squad -> predict_squad -> evaluate_squad -> benchmark."""
 
 import json

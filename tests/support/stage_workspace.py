@@ -1,5 +1,6 @@
-"""A throw-away project folder for running stages.pretrain / stages.export_hf as DVC would:
-params.yaml (the repo's, adjusted), data/vocab/vocab.txt and data/examples/<phase>/*.hdf5."""
+"""A throw-away project folder for running stages.pretrain as DVC would: params.yaml (the repo's,
+adjusted), data/vocab/vocab.txt, data/examples/<phase>/*.hdf5 and data/weights/random (phase 1's
+start, as init_random writes it)."""
 
 import json
 import os
@@ -84,7 +85,28 @@ def make_workspace(root: Path, nproc: int = 1, micro_batch_size: int = 8, **pret
     write_vocab(root / "data/vocab/vocab.txt")
     write_shards(root / "data/examples/phase1", sizes=(40, 24, 33), seq_len=16, max_pred=3, drawn_masks=True)
     write_shards(root / "data/examples/phase2", sizes=(20, 30), seq_len=24, max_pred=4, drawn_masks=True)
+    write_random_start(root)
     return root
+
+
+def write_random_start(root: Path) -> None:
+    """root/data/weights/random as stages.init_random writes it from root's params.yaml and vocabulary."""
+    import torch
+
+    from bert.model.config import BertConfig
+    from bert.model.network import BertForPreTraining
+
+    params = yaml.safe_load((root / "params.yaml").read_text(encoding="utf-8"))
+    vocab = root / "data/vocab/vocab.txt"
+    size = params["model"]["size"]
+    if (root / size).exists():
+        size = str(root / size)
+    vocab_size = len(vocab.read_text(encoding="utf-8").splitlines())
+    torch.manual_seed(params["seed"])
+    model = BertForPreTraining(BertConfig.resolve(size, vocab_size))
+    model.save_pretrained(
+        root / "data/weights/random", vocab_file=vocab, lower_case=params["vocab"]["lower_case"]
+    )
 
 
 def run_stage(

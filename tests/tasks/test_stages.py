@@ -1,5 +1,5 @@
 """The SWAG and GLUE stages end to end, as DVC runs them, in a throw-away project folder: a tiny
-random BERT where export_hf puts ours (finetune.init: phase2) and the bundled sample world's sets.
+random BERT where pretrain@phase2 puts ours (finetune.init: phase2) and the bundled sample world's sets.
 download_task -> finetune_task -> predict_task -> evaluate_task -> glue_score, for a task of each
 kind: multiple choice (SWAG), a score (STS-B) and two dev splits (MNLI)."""
 
@@ -44,7 +44,7 @@ def make_project(root: Path, vocab_file: Path, tasks: list[str]) -> Path:
     torch.manual_seed(0)
     config = BertConfig(vocab_size=len(vocab_file.read_text().splitlines()), hidden_size=16, num_hidden_layers=1,
                         num_attention_heads=2, intermediate_size=32, max_position_embeddings=64)  # fmt: skip
-    # A pretrained start has an encoder and no task head (export_hf's folder has none either).
+    # A pretrained start has an encoder and no task head (a phase's folder has none either).
     BertForQuestionAnswering(config).save_pretrained(root / "data/weights/phase2", vocab_file=vocab_file)
     return root
 
