@@ -43,7 +43,11 @@ def run_stage(*args: str) -> None:
 
 def one_run(params: dict, init: str, seed: int, tasks: list[str]) -> dict:
     params["finetune"]["init"] = init
-    params["tasks"]["run"] = tasks
+    starts = params["tasks"]["run"]  # each task's start as the project has it, else finetune.init's folder
+    params["tasks"]["run"] = {
+        task: starts[task] if starts.get(task) in tasks[:position] else "finetune.init"
+        for position, task in enumerate(tasks)
+    }
     for task in tasks:
         params["tasks"][task]["recipe"]["seed"] = seed  # tasks.<task>.seed is no key: the recipe's
     Path("params.yaml").write_text(yaml.safe_dump(params, sort_keys=False), encoding="utf-8")

@@ -60,7 +60,7 @@ def starting_point(
         folder, init = layout.model(from_task), f"tasks.{from_task}"
         if not (folder / "config.json").is_file():
             raise UserError(
-                f"{folder}: no model for tasks.{run}.init={from_task}; run `dvc repro finetune_task@{from_task}` first"
+                f"{folder}: no model for tasks.run.{run}: {from_task}; run `dvc repro finetune_task@{from_task}` first"
             )
     tokenizer, lower_case = load_tokenizer_from_dir(folder, params.vocab.lower_case)
     torch.manual_seed(params.recipe(run).seed if seed is None else seed)

@@ -2,9 +2,9 @@
 
     python -m stages.finetune_task mrpc [--join NODE_RANK]
 
-From finetune.init's Hugging Face directory (data/weights/<init>/, as for SQuAD), or from the model
-of the task tasks.<task>.init names (data/models/tasks/<init>/: its head kept when the labels are the
-same, else re-initialised), with the task's
+From where tasks.run.<task> says: finetune.init's Hugging Face directory (data/weights/<init>/, as
+for SQuAD), or the model of the task it names (data/models/tasks/<start>/, a dependency of the stage:
+its head kept when the labels are the same, else re-initialised), with the task's
 max_seq_length, finetune.recipe with tasks.<task>.recipe's changes, and finetune's run settings
 (stages/finetune.py): data/tasks/<task>/ -> data/models/tasks/<task>/ (Hugging Face format:
 BertForMultipleChoice for SWAG, BertForSequenceClassification for GLUE), checkpoints in
@@ -69,7 +69,8 @@ def run_seed(
     """One fine-tuning run of the task: with the recipe's seed, or with `seed` into `place`."""
     settings = getattr(params.tasks, task.name)
     max_seq_length = settings.max_seq_length
-    from_task = None if settings.init == TASK_INIT_DEFAULT else settings.init
+    start_name = params.tasks.run[task.name]
+    from_task = None if start_name == TASK_INIT_DEFAULT else start_name
     start = starting_point(params, task.name, seed, from_task)
     if from_task is None:
         model = load_task_model(task, start.folder, unpad=params.finetune.unpad)

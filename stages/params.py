@@ -247,9 +247,6 @@ class TaskParams:
     splits: Splits
     max_seq_length: Annotated[int, Range(low=8)]
     recipe: RecipeOverride
-    # Where fine-tuning starts: finetune.init's folder, or the model of a task listed before this
-    # one in tasks.run (RTE from MNLI's); the head is kept when the labels are the same.
-    init: str
     # Empty: one run, with the recipe's seed. Else one run per seed (the recipe's seed replaced):
     # evaluate_task reports each measure's median over them and its spread (docs/tasks.md).
     seeds: list[Seed]
@@ -265,7 +262,11 @@ TaskName = Literal["swag", "cola", "sst2", "mrpc", "stsb", "qqp", "mnli", "qnli"
 
 @dataclass
 class Tasks:
-    run: list[TaskName]  # the tasks the pipeline fine-tunes on (stages finetune_task@<task>, ...)
+    # The tasks the pipeline fine-tunes on (stages finetune_task@<task>, ...), in order, each with
+    # where it starts: finetune.init's folder, or the model of a task before it (rte: mnli), the head
+    # kept when the labels are the same. dvc.yaml's dependency data/models/tasks/<start> is that
+    # task's model, or the committed placeholder data/models/tasks/finetune.init.
+    run: dict[TaskName, str]
     swag: TaskParams
     cola: TaskParams
     sst2: TaskParams
@@ -566,24 +567,17 @@ def _check(params: Params) -> None:
                 else f"a corpus of kind {source.kind} has no columns; leave it empty ([])"
             ),
         )
-    require(
-        len(set(params.tasks.run)) == len(params.tasks.run),
-        f"tasks.run names a task twice: {', '.join(params.tasks.run)}",
-    )
-    for position, task in enumerate(params.tasks.run):
+    names = list(params.tasks.run)
+    for position, (task, start) in enumerate(params.tasks.run.items()):
         settings: TaskParams = getattr(params.tasks, task)
         require_sources(f"tasks.{task}", settings.sources, settings.checksums)
-        earlier = params.tasks.run[:position]
-        # Listed before: tasks.run's order is the order `dvc repro` fine-tunes in, and no cycle can form.
+        earlier = names[:position]
+        # Listed before: no cycle can form.
         require(
-            settings.init == TASK_INIT_DEFAULT or settings.init in earlier,
-            f"tasks.{task}.init is {settings.init!r}; allowed: {TASK_INIT_DEFAULT}, or a task listed before "
+            start == TASK_INIT_DEFAULT or start in earlier,
+            f"tasks.run.{task} is {start!r}; allowed: {TASK_INIT_DEFAULT}, or a task listed before "
             f"{task} in tasks.run ({', '.join(earlier) or 'none'})"
-            + (
-                f": list {settings.init} before {task}"
-                if settings.init in params.tasks.run[position + 1 :]
-                else ""
-            ),
+            + (f": list {start} before {task}" if start in names[position + 1 :] else ""),
         )
         require(
             len(set(settings.seeds)) == len(settings.seeds),

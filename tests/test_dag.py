@@ -103,7 +103,7 @@ def test_released_weights_need_no_corpus_and_no_pretraining(project):
     swag = planned(project, "evaluate_task@swag")
     assert sorted(swag) == ["download_task@swag", "download_weights@google-base-uncased", "evaluate_task@swag",
                             "finetune_task@swag", "predict_task@swag", "sources"]  # fmt: skip
-    set_params(project, {"tasks.run": ["mrpc", "rte"]})
+    set_params(project, {"tasks.run": {"mrpc": "finetune.init", "rte": "finetune.init"}})
     glue = planned(project, "glue_score")
     assert {stage.split("@")[1] for stage in glue if "@" in stage and "_task@" in stage} == {"mrpc", "rte"}
     assert not any(CORPUS_STAGES.match(stage) for stage in glue)
@@ -129,6 +129,19 @@ def test_pretraining_from_released_weights_follows_them(project):
     path = ["vocab", "examples@phase1", "pretrain@phase1", "pretrain@phase2", "finetune_squad"]
     assert ("download_weights@google-base-uncased", "pretrain@phase1") in arrows
     assert all((a, b) in arrows for a, b in zip(path, path[1:])), sorted(arrows)
+
+
+def test_a_task_started_from_another_depends_on_it(project):
+    """tasks.run.rte: mnli makes finetune_task@mnli a dependency of finetune_task@rte; a task from
+    finetune.init depends on no other task (its dep is the committed placeholder)."""
+    assert (REPO / "data/models/tasks/finetune.init/README.txt").is_file()
+    set_params(project, {"tasks.run": {"mnli": "finetune.init", "rte": "mnli", "mrpc": "finetune.init"}})
+    edges = run([str(BIN / "dvc"), "dag", "--md", "evaluate_task@rte"], cwd=project).stdout
+    names = dict(re.findall(r'(node\d+)\["([^"]+)"\]', edges))
+    arrows = {(names[a], names[b]) for a, b in re.findall(r"(node\d+)-->(node\d+)", edges)}
+    assert ("finetune_task@mnli", "finetune_task@rte") in arrows
+    assert not [stage for stage in planned(project, "finetune_task@mrpc") if stage.startswith("finetune_task@m")
+                and stage != "finetune_task@mrpc"]  # fmt: skip
 
 
 def test_one_phase_plans_no_other(project):
@@ -236,10 +249,9 @@ def test_fine_tune_only_run_from_a_real_checkpoint(project, minilm_dir):
         built
     )
     built_models = [p.name for p in (project / "data/models").iterdir() if not p.name.startswith(".")]
-    # data/models/tasks holds the task models' .gitignore, committed; no task stage ran
-    assert sorted(built_models) == ["squad", "tasks"] and os.listdir(project / "data/models/tasks") == [
-        ".gitignore"
-    ]
+    # data/models/tasks holds the task models' .gitignore and the placeholder, committed; no task stage ran
+    assert sorted(built_models) == ["squad", "tasks"]
+    assert sorted(os.listdir(project / "data/models/tasks")) == [".gitignore", "finetune.init"]
     assert sorted(p.name for p in (project / "data/weights").iterdir() if not p.name.startswith(".")) == [
         "minilm"
     ]

@@ -213,6 +213,7 @@ def leaf_params(node, prefix: str = "") -> list[str]:
 USER_NAMED = {
     "corpora": "corpus",
     "tasks": "task",
+    "tasks.run": "task",
     "weights": "name",
     "mixing.weights": "corpus",
     "squad.sources": "version",

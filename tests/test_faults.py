@@ -141,7 +141,8 @@ def _kill(process: subprocess.Popen) -> int:
 
 
 def _weights(root: Path, phase: str = "phase1") -> dict[str, torch.Tensor]:
-    return load_file(root / f"data/models/{phase}/model.safetensors")
+    folder = "weights" if phase.startswith("phase") else "models"  # a phase's model is a start for others
+    return load_file(root / f"data/{folder}/{phase}/model.safetensors")
 
 
 def _assert_same_weights(ours: dict, reference: dict) -> None:

@@ -24,6 +24,7 @@ NAMED_ENTRIES = {
     ("mixing", "weights"),
     ("pretrain", "phases"),
     ("squad", "sources"),
+    ("tasks", "run"),
     ("weights",),
 }
 
@@ -437,16 +438,16 @@ def test_a_global_batch_that_does_not_split_over_the_processes_is_one_line(proje
     "changes, message",
     [
         (
-            {"tasks.rte.init": "mnli", "tasks.run": ["rte", "mnli"]},
-            "tasks.rte.init is 'mnli'; allowed: finetune.init, or a task listed before rte in tasks.run (none): list mnli before rte",
+            {"tasks.run": {"rte": "mnli", "mnli": "finetune.init"}},
+            "tasks.run.rte is 'mnli'; allowed: finetune.init, or a task listed before rte in tasks.run (none): list mnli before rte",
         ),
         (
-            {"tasks.rte.init": "qnli", "tasks.run": ["mnli", "rte"]},
-            "tasks.rte.init is 'qnli'; allowed: finetune.init, or a task listed before rte in tasks.run (mnli)",
+            {"tasks.run": {"mnli": "finetune.init", "rte": "qnli"}},
+            "tasks.run.rte is 'qnli'; allowed: finetune.init, or a task listed before rte in tasks.run (mnli)",
         ),
         (
-            {"tasks.rte.init": "rte", "tasks.run": ["rte"]},
-            "tasks.rte.init is 'rte'; allowed: finetune.init, or a task listed before rte in tasks.run (none)",
+            {"tasks.run": {"rte": "rte"}},
+            "tasks.run.rte is 'rte'; allowed: finetune.init, or a task listed before rte in tasks.run (none)",
         ),
         ({"tasks.rte.seeds": [1, 2, 1]}, "tasks.rte.seeds names a seed twice: 1, 2, 1"),
         (
@@ -462,3 +463,11 @@ def test_a_global_batch_that_does_not_split_over_the_processes_is_one_line(proje
 )
 def test_a_tasks_init_and_seeds_and_a_task_corpus_are_checked_in_one_line(project, changes, message):
     assert rejection(project, changes) == f"params.yaml: {message}"
+
+
+def test_tasks_run_names_known_tasks_each_with_its_start(project):
+    assert rejection(project, {"tasks.run": {"glue": "finetune.init"}}) == (
+        "params.yaml: tasks.run key is 'glue'; allowed: swag, cola, sst2, mrpc, stsb, qqp, mnli, qnli, rte"
+    )
+    write_params(project, {"tasks.run": {"mnli": "finetune.init", "rte": "mnli", "mrpc": "mnli"}})
+    assert load_params().tasks.run == {"mnli": "finetune.init", "rte": "mnli", "mrpc": "mnli"}

@@ -110,7 +110,7 @@ def project(tmp_path_factory) -> Path:
                 "web": {"kind": "wikipedia", "columns": [], "sources": ["https://127.0.0.1:9/x.xml.bz2"], "checksums": []},
             },
             "mixing.weights": {"books": 1.0},
-            "tasks.run": ["rte"],
+            "tasks.run": {"rte": "finetune.init"},
             "tasks.rte.sources": [str(user / "RTE")],
             "squad.sources": {"v1.1": {"train": str(user / "train.json"), "dev": str(user / "dev.json")},
                               "v2.0": {"train": "https://127.0.0.1:9/t.json", "dev": "https://127.0.0.1:9/d.json"}},

@@ -51,7 +51,8 @@ def _changed(params: dict, changes: dict) -> dict:
 
 
 def _save(root: Path, params: dict) -> None:
-    (root / "params.yaml").write_text(yaml.safe_dump(params), encoding="utf-8")
+    # In the order written (the repository's, then a change's): the order of pretrain.phases and tasks.run means something.
+    (root / "params.yaml").write_text(yaml.safe_dump(params, sort_keys=False), encoding="utf-8")
 
 
 def make_workspace(root: Path, nproc: int = 1, micro_batch_size: int = 8, **pretrain) -> Path:

@@ -31,7 +31,7 @@ SOURCES = {
 def make_project(root: Path, vocab_file: Path, tasks: list[str]) -> Path:
     root.mkdir(parents=True)
     changes = {
-        "tasks.run": tasks,
+        "tasks.run": dict.fromkeys(tasks, "finetune.init"),
         "finetune.log_every": 5,
         "finetune.save_every": 10,
         "predict.batch_size": 32,
@@ -105,9 +105,9 @@ def test_a_task_of_each_kind_end_to_end(tmp_path, uncased_vocab):
 
     # RTE from MNLI's model (its head fresh: other labels), over two seeds: the medians, their
     # spread, and the GLUE score's spread over the seeds.
-    set_params(root, {"tasks.run": [*tasks, "rte"], "tasks.rte.sources": SOURCES["rte"], "tasks.rte.max_seq_length": 48,
+    set_params(root, {"tasks.run.rte": "mnli", "tasks.rte.sources": SOURCES["rte"], "tasks.rte.max_seq_length": 48,
                       "tasks.rte.recipe": {"epochs": 1, "global_batch_size": 16, "micro_batch_size": 16},
-                      "tasks.rte.init": "mnli", "tasks.rte.seeds": [7, 3]})  # fmt: skip
+                      "tasks.rte.seeds": [7, 3]})  # fmt: skip
     run(root, "stages.download_task", "rte")
     log = run(root, "stages.finetune_task", "rte").stderr
     assert "RTE starts from MNLI's model (data/models/tasks/mnli), its head re-initialised" in log
