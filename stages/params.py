@@ -45,6 +45,12 @@ TASK_INIT_DEFAULT = "finetune.init"
 PHASES = ("phase1", "phase2")
 # Starting folders the pipeline builds itself (data/weights/<name>): fresh weights, and each phase's model.
 BUILT_INITS = ("random", *PHASES)
+# Params of earlier params.yaml files that moved or changed shape, and where their meaning went.
+MOVED = {
+    "pretrain.init": "where pretraining starts is now pretrain.phases' first entry (phase1: random, or a key of weights)",
+    "tasks.<task>.init": "a task's start is now its entry in tasks.run (tasks.run.<task>: finetune.init, or an earlier task)",
+    "tasks.run": "tasks.run maps each task to its start ({swag: finetune.init, rte: mnli, ...})",
+}
 YAML_BOOLEAN_TRAP = "YAML reads an unquoted no/off/yes/on as a boolean"
 
 
@@ -401,6 +407,8 @@ def _build(kind, value, name: str):
             if key not in fields:
                 close = difflib.get_close_matches(str(key), fields, n=1)
                 hint = f"did you mean {close[0]}? " if close else ""
+                moved = _moved(_join(name, key))
+                hint = f"{moved}; " if moved else hint
                 raise UserError(
                     f"params.yaml: unknown key {_join(name, key)}; {hint}{label} takes: {', '.join(fields)}"
                 )
@@ -452,7 +460,11 @@ def _build(kind, value, name: str):
         return [_build(item, entry, f"{label}[{index}]") for index, entry in enumerate(value)]
     if origin is dict:
         if not isinstance(value, dict):
-            raise UserError(f"params.yaml: {label} must be a mapping, not {_show(value)}")
+            moved = _moved(name)
+            raise UserError(
+                f"params.yaml: {label} must be a mapping, not {_show(value)}"
+                + (f"; {moved}" if moved else "")
+            )
         key_kind, item = typing.get_args(kind)
         return {
             _build(key_kind, str(key), f"{label} key"): _build(item, entry, _join(name, str(key)))
@@ -523,6 +535,13 @@ def _number(value) -> float | None:
         except ValueError:
             return None
     return None
+
+
+def _moved(dotted: str) -> str | None:
+    """What MOVED says of the param `dotted` (tasks.<task>.* looked up as such), or None."""
+    task = re.match(r"tasks\.(?!run\b)([^.]+)\.", dotted)
+    said = MOVED.get("tasks.<task>." + dotted[task.end() :] if task else dotted)
+    return said.replace("<task>", task.group(1)) if said and task else said
 
 
 def _join(prefix: str, key) -> str:

@@ -471,3 +471,24 @@ def test_tasks_run_names_known_tasks_each_with_its_start(project):
     )
     write_params(project, {"tasks.run": {"mnli": "finetune.init", "rte": "mnli", "mrpc": "mnli"}})
     assert load_params().tasks.run == {"mnli": "finetune.init", "rte": "mnli", "mrpc": "mnli"}
+
+
+@pytest.mark.parametrize(
+    "key, value, message",
+    [
+        ("pretrain.init", "random", "unknown key pretrain.init; where pretraining starts is now pretrain.phases' first entry"),
+        ("tasks.rte.init", "mnli", "unknown key tasks.rte.init; a task's start is now its entry in tasks.run (tasks.run.rte: "),
+        ("tasks.run", ["rte"], "tasks.run must be a mapping, not ['rte']; tasks.run maps each task to its start"),
+    ],
+)  # fmt: skip
+def test_a_params_file_of_before_says_where_the_param_went(project, key, value, message):
+    params = repo_params()
+    *parents, last = key.split(".")
+    node = params
+    for part in parents:
+        node = node[part]
+    node[last] = value
+    (project / "params.yaml").write_text(yaml.safe_dump(params, sort_keys=False))
+    with pytest.raises(UserError) as error:
+        load_params()
+    assert str(error.value).startswith(f"params.yaml: {message}"), str(error.value)
