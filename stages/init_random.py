@@ -8,6 +8,7 @@ A Hugging Face directory like any other start, with the vocabulary.
 """
 
 import logging
+from pathlib import Path
 
 import torch
 
@@ -25,11 +26,7 @@ def main() -> None:
     params = load_params()
     if not VOCAB.is_file():
         raise UserError(f"{VOCAB}: not found; run the vocab stage first (dvc repro vocab)")
-    with open(VOCAB, encoding="utf-8") as file:
-        vocab_size = sum(1 for _ in file)
-    torch.manual_seed(params.seed)
-    model = BertForPreTraining(BertConfig.resolve(params.model.size, vocab_size))
-    model.save_pretrained(OUT_DIR, vocab_file=VOCAB, lower_case=params.vocab.lower_case)
+    model = write_random_weights(OUT_DIR, VOCAB, params.model.size, params.seed, params.vocab.lower_case)
     logging.getLogger("init_random").info(
         "%s: %s, %.1fM parameters, seed %d",
         OUT_DIR,
@@ -37,6 +34,19 @@ def main() -> None:
         model.num_parameters() / 1e6,
         params.seed,
     )
+
+
+def write_random_weights(
+    out_dir: Path, vocab_file: Path, size: str, seed: int, lower_case: bool
+) -> BertForPreTraining:
+    """Fresh weights of `size` over `vocab_file`, drawn from `seed`, saved in `out_dir` (Hugging Face
+    format, with the vocabulary)."""
+    with open(vocab_file, encoding="utf-8") as file:
+        vocab_size = sum(1 for _ in file)
+    torch.manual_seed(seed)
+    model = BertForPreTraining(BertConfig.resolve(size, vocab_size))
+    model.save_pretrained(out_dir, vocab_file=vocab_file, lower_case=lower_case)
+    return model
 
 
 if __name__ == "__main__":

@@ -34,6 +34,7 @@ from safetensors.torch import load_file
 
 from bert.corpus.documents import DocumentWriter
 from bert.training.checkpoints import list_checkpoints, load_checkpoint
+from stages import layout
 from tests.corpus.test_wikipedia import write_dump
 from tests.squad.test_stages import make_project as make_squad_project
 from tests.support.stage_workspace import REPO, make_workspace, run_stage, set_params
@@ -141,8 +142,8 @@ def _kill(process: subprocess.Popen) -> int:
 
 
 def _weights(root: Path, phase: str = "phase1") -> dict[str, torch.Tensor]:
-    folder = "weights" if phase.startswith("phase") else "models"  # a phase's model is a start for others
-    return load_file(root / f"data/{folder}/{phase}/model.safetensors")
+    folder = layout.weights(phase) if phase in layout.PHASES else layout.model(phase)
+    return load_file(root / folder / "model.safetensors")
 
 
 def _assert_same_weights(ours: dict, reference: dict) -> None:

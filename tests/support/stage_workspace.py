@@ -92,22 +92,14 @@ def make_workspace(root: Path, nproc: int = 1, micro_batch_size: int = 8, **pret
 
 def write_random_start(root: Path) -> None:
     """root/data/weights/random as stages.init_random writes it from root's params.yaml and vocabulary."""
-    import torch
-
-    from bert.model.config import BertConfig
-    from bert.model.network import BertForPreTraining
+    from stages.init_random import write_random_weights
 
     params = yaml.safe_load((root / "params.yaml").read_text(encoding="utf-8"))
-    vocab = root / "data/vocab/vocab.txt"
     size = params["model"]["size"]
-    if (root / size).exists():
+    if (root / size).exists():  # a config.json of the workspace, named relative to it
         size = str(root / size)
-    vocab_size = len(vocab.read_text(encoding="utf-8").splitlines())
-    torch.manual_seed(params["seed"])
-    model = BertForPreTraining(BertConfig.resolve(size, vocab_size))
-    model.save_pretrained(
-        root / "data/weights/random", vocab_file=vocab, lower_case=params["vocab"]["lower_case"]
-    )
+    write_random_weights(root / "data/weights/random", root / "data/vocab/vocab.txt", size, params["seed"],
+                         params["vocab"]["lower_case"])  # fmt: skip
 
 
 def run_stage(
