@@ -16,8 +16,6 @@ from pathlib import Path
 from bert.download.staging import Staging, publish, staged
 from bert.download.transport import SourceNotFound
 from bert.errors import UserError, run_main
-from bert.model.hf import check_pretrained
-from bert.model.network import BertModel
 from bert.source_tree import Rules
 from bert.text.tokenization import load_tokenizer_from_dir
 from stages import layout
@@ -72,6 +70,11 @@ def main() -> None:
 def check_folder(folder: Path) -> None:
     """config.json valid, every encoder tensor there with the shape it gives, a BERT vocab.txt that
     fits the embeddings (messages name the URL: the staging context translates the paths)."""
+    # Here, not at the top: torch takes 2 s to import, and most of these stages (every entry that
+    # neither init names) only write their README.
+    from bert.model.hf import check_pretrained
+    from bert.model.network import BertModel
+
     config = check_pretrained(folder, BertModel)
     tokenizer, _ = load_tokenizer_from_dir(folder)
     if tokenizer.get_vocab_size() > config.vocab_size:
