@@ -11,6 +11,7 @@ import re
 import shutil
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -224,8 +225,6 @@ def test_an_experiment_and_a_queued_one_then_metrics_diff_and_the_seed_study(clo
 def _wait_for_queue(clone: Path, name: str, timeout: int = 1800) -> None:
     """Until the queued experiment `name` succeeded (its git ref appears) or failed: one git call a
     second, and `dvc queue status` (a DVC start, 2 s of a core) every 15 s and at the end."""
-    import time
-
     for second in range(timeout):
         refs = run(["git", "for-each-ref", "--format=%(refname)", "refs/exps"], cwd=clone).stdout.split()
         done = any(ref.endswith(f"/{name}") for ref in refs)
