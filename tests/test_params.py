@@ -482,13 +482,7 @@ def test_tasks_run_names_known_tasks_each_with_its_start(project):
     ],
 )  # fmt: skip
 def test_a_params_file_of_before_says_where_the_param_went(project, key, value, message):
-    params = repo_params()
-    *parents, last = key.split(".")
-    node = params
-    for part in parents:
-        node = node[part]
-    node[last] = value
-    (project / "params.yaml").write_text(yaml.safe_dump(params, sort_keys=False))
+    write_params(project, {key: value})
     with pytest.raises(UserError) as error:
         load_params()
     assert str(error.value).startswith(f"params.yaml: {message}"), str(error.value)
