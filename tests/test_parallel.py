@@ -58,8 +58,10 @@ def test_a_killed_worker_is_a_user_error_naming_the_task_not_a_hang(tmp_path):
         run_tasks(die_on_three, [(value,) for value in range(8)], 2, "test", lambda task: f"input {task[0]}")
     assert time.monotonic() - start < 30
     message = str(caught.value)
-    # the task of the dead worker, or it and the one running beside it
-    assert message.split(": a worker")[0] in ("input 3", "input 2 or input 3", "input 3 or input 4")
+    # the task of the dead worker, and those whose futures the broken pool failed beside it: the one
+    # running on the other worker, and under load one that had finished but whose result was not read
+    named = message.split(": a worker")[0].split(" or ")
+    assert "input 3" in named and set(named) <= {"input 2", "input 3", "input 4"}, message
     assert "a worker process died (killed, or out of memory?)" in message
     assert "re-run the stage" in message
     assert not (tmp_path / "out").exists() and list(tmp_path.iterdir()) == []  # nothing published
