@@ -89,8 +89,8 @@ class CleanSettings:
     seed: int
     decontaminate: bool  # remove documents sharing an n-gram with an evaluation set
     contamination_ngram: int
-    # A line (paragraph) found in at least this many documents is boilerplate, removed from all of
-    # them before anything is compared; 0: none is.
+    # A line (paragraph) found in at least this many distinct texts is boilerplate, removed from all
+    # documents before anything is compared (a document left empty is removed); 0: none is.
     boilerplate_min_documents: int
 
 
