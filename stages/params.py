@@ -34,7 +34,7 @@ from bert.inputs import (
     read_yaml,
 )
 from bert.model.presets import PRESETS, config_file
-from bert.training.recipe import FineTuningRecipe, Recipe, RunSettings
+from bert.training.recipe import FineTuningRecipe, Recipe, RunSettings, schedule_problem
 
 PARAMS_FILE = Path("params.yaml")
 # Names that become folder and stage names (data/raw/<corpus>, download_weights@<name>).
@@ -419,7 +419,14 @@ def _build(kind, value, name: str):
                     "every key, with its meaning)"
                 )
         hints = typing.get_type_hints(kind, include_extras=True)
-        return kind(**{key: _build(hints[key], value[key], _join(name, key)) for key in fields})
+        built = {key: _build(hints[key], value[key], _join(name, key)) for key in fields}
+        if issubclass(kind, Recipe):  # its rule across fields (Recipe.__post_init__), named as written here
+            problem = schedule_problem(
+                built["schedule"], built["warmup_proportion"], built["decay_share"], f"{name}."
+            )
+            if problem:
+                raise UserError(f"params.yaml: {problem}")
+        return kind(**built)
     if origin is Annotated and isinstance(typing.get_args(kind)[1], Override):
         return _build_override(typing.get_args(kind)[1].of, value, name)
     if kind in (int, float) or origin is Annotated:
@@ -665,6 +672,7 @@ def _check(params: Params) -> None:
     problems += phase_problems
     if not phase_problems:  # where fine-tuning and the vocabulary start depends on the phases run
         problems += _start_problems(params)
+    problems += _schedule_problems(params)
     require(
         params.clean.boilerplate_min_documents != 1,
         "clean.boilerplate_min_documents is 1, which would remove every line; use 0 (off) or at least 2",
@@ -707,6 +715,26 @@ def _phase_problems(params: Params) -> list[str]:
             "phase1; turn it off"
         )
     return problems
+
+
+def _schedule_problems(params: Params) -> list[str]:
+    """Each recipe's shares of its steps (bert.training.recipe.schedule_problem): the phases', and
+    SQuAD's and each run task's where its changes to finetune.recipe touch them (finetune.recipe
+    itself is checked as it is built)."""
+    problems = []
+    for phase in PHASES:
+        spec: PretrainPhase = getattr(params.pretrain, phase)
+        problems.append(
+            schedule_problem(spec.schedule, spec.warmup_proportion, spec.decay_share, f"pretrain.{phase}.")
+        )
+    for of in ("squad", *params.tasks.run):
+        overrides = params.squad.recipe if of == "squad" else getattr(params.tasks, of).recipe
+        if overrides.keys() & {"schedule", "warmup_proportion", "decay_share"}:
+            shares = {**dataclasses.asdict(params.finetune.recipe), **overrides}
+            problem = schedule_problem(shares["schedule"], shares["warmup_proportion"], shares["decay_share"])
+            where = "squad.recipe" if of == "squad" else f"tasks.{of}.recipe"
+            problems.append(problem and f"finetune.recipe with {where}: {problem}")
+    return [problem for problem in problems if problem]
 
 
 def _start_problems(params: Params) -> list[str]:

@@ -1,7 +1,8 @@
 """params.yaml is the one source of every training setting: each training stage's recipe, run
 settings, run record, optimizer and schedule are checked field by field against the params (set to
-values no library default has), the library's types have no defaults, and prediction takes its
-precision from finetune.precision for SQuAD and tasks."""
+values no library default has), the library's types have no defaults, prediction takes its
+precision from finetune.precision for SQuAD and tasks, and a wsd warm-up that reaches past the
+decay's start is refused in one line, by params.yaml's check and by the library's Recipe."""
 
 import dataclasses
 import inspect
@@ -12,6 +13,7 @@ import torch
 
 import bert.training.finetune
 from bert.distributed.launch import Distributed
+from bert.errors import UserError
 from bert.model.network import BertForQuestionAnswering
 from bert.tasks.data import task_named
 from bert.tasks.model import load_task_model
@@ -23,7 +25,8 @@ from stages import finetune_squad, finetune_task, predict_squad, predict_task, p
 from stages.params import Finetune, Pretrain, load_params
 from tests.squad.test_stages import make_project as squad_project
 from tests.support.shard_fixtures import tiny_model
-from tests.support.stage_workspace import make_workspace, set_params
+from tests.support.stage_workspace import make_workspace, set_params, write_params
+from tests.support.stage_workspace import run_stage as stage_command
 from tests.tasks.test_stages import make_project as task_project
 from tests.tasks.test_stages import run as run_stage
 
@@ -182,3 +185,67 @@ def test_prediction_runs_in_finetune_precision_for_squad_and_tasks(tmp_path, unc
         monkeypatch.setattr(stage, "predict_logits", predict_logits)
         stage.main()
     assert asked == ["bf16", "bf16"]
+
+
+WSD_WARMUP_PAST_DECAY = (
+    "is over 1: under schedule wsd the warm-up would run past the start of the decay, so the rate would "
+    "decay late or not at all; lower one of them so that they add up to at most 1"
+)
+
+
+@pytest.mark.parametrize(
+    "changes, named",
+    [
+        ({"pretrain.phase2.schedule": "wsd", "pretrain.phase2.warmup_proportion": 0.9, "pretrain.phase2.decay_share": 0.5},
+         "pretrain.phase2.warmup_proportion 0.9 + pretrain.phase2.decay_share 0.5"),
+        ({"finetune.recipe.schedule": "wsd", "finetune.recipe.warmup_proportion": 0.6, "finetune.recipe.decay_share": 0.5},
+         "finetune.recipe.warmup_proportion 0.6 + finetune.recipe.decay_share 0.5"),
+        ({"finetune.recipe.schedule": "wsd", "squad.recipe": {"decay_share": 0.95}},
+         "finetune.recipe with squad.recipe: warmup_proportion 0.1 + decay_share 0.95"),
+    ],
+    ids=["phase", "finetune", "squad-override"],
+)  # fmt: skip
+def test_a_wsd_warmup_past_the_decay_start_is_one_line_naming_the_params(
+    tmp_path, monkeypatch, changes, named
+):
+    """Warm-up 0.9 and decay 0.5 of the steps: the decay would start at the end of the warm-up, and a
+    short run's last step would be at the peak rate."""
+    write_params(tmp_path, changes)
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(UserError) as error:
+        load_params()
+    assert str(error.value) == f"params.yaml: {named} {WSD_WARMUP_PAST_DECAY}"
+
+
+def test_a_task_recipe_whose_wsd_warmup_passes_the_decay_start_stops_its_stage_in_one_line(tmp_path):
+    write_params(
+        tmp_path, {"finetune.recipe.schedule": "wsd", "tasks.rte.recipe": {"warmup_proportion": 0.9}}
+    )
+    result = stage_command(tmp_path, "stages.finetune_task", "rte")
+    assert result.returncode == 1
+    assert result.stderr == (
+        "error: params.yaml: finetune.recipe with tasks.rte.recipe: warmup_proportion 0.9 + decay_share 0.2 "
+        f"{WSD_WARMUP_PAST_DECAY}\n"
+    )
+
+
+def test_the_library_recipe_refuses_a_wsd_warmup_past_the_decay_start():
+    fields = dict(optimizer="adamw", learning_rate=1.0, decay_power=1.0, weight_decay=0.0, grad_clip=1.0,
+                  global_batch_size=1, micro_batch_size=1, seed=0, decay_shape="linear", schedule="wsd")  # fmt: skip
+    with pytest.raises(UserError) as error:
+        Recipe(warmup_proportion=0.9, decay_share=0.5, **fields)
+    assert str(error.value) == f"recipe: warmup_proportion 0.9 + decay_share 0.5 {WSD_WARMUP_PAST_DECAY}"
+    with pytest.raises(UserError):
+        dataclasses.replace(
+            FineTuningRecipe(warmup_proportion=0.1, decay_share=0.5, epochs=1, **fields),
+            warmup_proportion=0.7,
+        )
+    # Adding up to 1: warm-up, then the decay, no stable part; every step after the warm-up decays.
+    edge = Recipe(warmup_proportion=0.7, decay_share=0.3, **fields)
+    factor = learning_rate_schedule(
+        torch.optim.SGD([torch.nn.Parameter(torch.zeros(1))], lr=1.0), edge, 10
+    ).lr_lambdas[0]
+    assert [factor(step) for step in (6, 7, 9)] == pytest.approx([1.0, 1.0, 1 / 3])
+    Recipe(
+        warmup_proportion=0.9, decay_share=0.5, **{**fields, "schedule": "poly"}
+    )  # poly has no decay share

@@ -2,9 +2,11 @@
 
 Passes (the driver handles numbers and duplicate candidates only, never the corpus):
 0. Boilerplate, when `boilerplate_min_documents` is set: each document's distinct line keys are
-   spilled by key to partition files, a task per partition counts their documents, and lines in
-   at least that many documents are removed from every document before anything below (and in
-   the output).
+   spilled by key to partition files with the document's text digest, a task per partition counts
+   the distinct texts holding each line (a document present twice counts once: its lines are not
+   boilerplate, and exact deduplication keeps one copy), and lines in at least that many are
+   removed from every document before anything below (and in the output). A document left with
+   no text is removed, counted as emptied.
 1. Sign, on the workers, a task per run of TASK_DOCUMENTS rows (bert.cleaning.tables): each
    document's normalised text digest (exact duplicates), its word-shingle set (sorted 64-bit
    hashes, spilled to the task's file for verification) and its MinHash signature (rensa's
@@ -66,6 +68,7 @@ ENTRIES_PER_PARTITION = 4_000_000  # bucket entries of one partition task (its m
 MAX_BUCKET_PAIRS = 32  # a bucket of more members gives each member two pairs, not all
 SHINGLES_SCHEMA = pa.schema([("ordinal", pa.int64()), ("shingles", pa.list_(pa.uint64()))])
 ENTRY = np.dtype([("key", "<u8"), ("ordinal", "<i8"), ("kind", "u1")])  # kind: 0 exact, 1 band
+LINE = np.dtype([("key", "<u8"), ("text", "<u8")])  # a line's key, a text holding it (its digest)
 SAMPLE_PAIRS = 20  # removed pairs shown in the human-readable sample
 
 
@@ -86,8 +89,8 @@ class CleanSettings:
     seed: int
     decontaminate: bool  # remove documents sharing an n-gram with an evaluation set
     contamination_ngram: int
-    # A line (paragraph) found in at least this many documents is boilerplate, removed from all of
-    # them before anything is compared; 0: none is.
+    # A line (paragraph) found in at least this many distinct texts is boilerplate, removed from all
+    # documents before anything is compared (a document left empty is removed); 0: none is.
     boilerplate_min_documents: int
 
 
@@ -157,21 +160,26 @@ def band_keys(signatures: np.ndarray, bands: int) -> np.ndarray:
 def _sign(
     chunk: Chunk, settings: CleanSettings, partitions: int, work: str, number: int
 ) -> tuple[np.ndarray, np.ndarray, dict[str, tuple[int, np.ndarray]]]:
-    """Pass 1 for one chunk. Returns per document its UTF-8 bytes and whether it was removed as
-    contaminated, and per evaluation set (contaminated documents, matched n-grams)."""
+    """Pass 1 for one chunk. Returns per document its UTF-8 bytes, the boilerplate lines removed,
+    per document whether it was removed as emptied by boilerplate removal or as contaminated, and
+    per evaluation set (contaminated documents, matched n-grams)."""
     rows = read_rows(chunk.path, chunk.start, chunk.end, ["text"])
     texts = [text or "" for text in rows.column("text").to_pylist()]
     sizes = np.array([len(text.encode("utf-8")) for text in texts], np.int64)
     boilerplate_lines = 0
+    emptied = np.zeros(len(texts), bool)
     if settings.boilerplate_min_documents:
         boilerplate = _boilerplate(work)
         for row, text in enumerate(texts):
             texts[row], dropped = strip_lines(text, boilerplate, settings.lower_case)
             boilerplate_lines += dropped
+            emptied[row] = dropped > 0 and not normalise(texts[row], settings.lower_case)
     contaminated = np.zeros(len(texts), bool)
     found: dict[str, list] = {}
     entries, shingle_rows, shingle_sets = [], [], []
     for row, text in enumerate(texts):
+        if emptied[row]:  # removed: a text of nothing but boilerplate is no document
+            continue
         normalised = normalise(text, settings.lower_case)
         hashes = word_hashes(words(normalised))
         ordinal = chunk.first + row
@@ -216,33 +224,40 @@ def _sign(
     return (
         sizes,
         boilerplate_lines,
+        emptied,
         contaminated,
         {name: (len(arrays), np.unique(np.concatenate(arrays))) for name, arrays in found.items()},
     )
 
 
 def _count_lines(chunk: Chunk, lower_case: bool, partitions: int, work: str, number: int) -> None:
-    """Boilerplate pass 1 for one chunk: each document's distinct line keys, into the partition
-    files by key (a document counts once per line however often it repeats it)."""
+    """Boilerplate pass 1 for one chunk: each document's distinct line keys, each with the digest
+    of the document's normalised text, into the partition files by key (a document counts once per
+    line however often it repeats it, and copies of one text count once: pass 2)."""
     rows = read_rows(chunk.path, chunk.start, chunk.end, ["text"])
-    keys = [line_keys(text or "", lower_case) for text in rows.column("text").to_pylist()]
-    keys = np.concatenate(keys) if keys else np.zeros(0, np.uint64)
-    part = keys % np.uint64(partitions)
+    lines = []
+    for text in rows.column("text").to_pylist():
+        keys = line_keys(text or "", lower_case)
+        digest = int.from_bytes(text_digest(normalise(text or "", lower_case))[:8], "little")
+        pairs = np.empty(len(keys), LINE)
+        pairs["key"], pairs["text"] = keys, digest
+        lines.append(pairs)
+    lines = np.concatenate(lines) if lines else np.zeros(0, LINE)
+    part = lines["key"] % np.uint64(partitions)
     for p in range(partitions):
         with (
             task_file(Path(work) / f"l{p:05d}" / f"s{number:07d}.npy") as building,
             open(building, "wb") as out,
         ):
-            np.save(out, keys[part == p])
+            np.save(out, lines[part == p])
 
 
 def _repeated_lines(work: str, partition: int, tasks: int, min_documents: int) -> np.ndarray:
-    """Boilerplate pass 2 for one partition: the keys of lines in at least min_documents documents."""
+    """Boilerplate pass 2 for one partition: the keys of lines in at least min_documents distinct
+    texts (the (line, text) pairs made unique first)."""
     folder = Path(work) / f"l{partition:05d}"
-    keys, counts = np.unique(
-        np.concatenate([np.load(folder / f"s{number:07d}.npy") for number in range(tasks)]),
-        return_counts=True,
-    )
+    lines = np.unique(np.concatenate([np.load(folder / f"s{number:07d}.npy") for number in range(tasks)]))
+    keys, counts = np.unique(lines["key"], return_counts=True)
     shutil.rmtree(folder)
     return keys[counts >= min_documents]
 
@@ -374,7 +389,7 @@ def clean_corpora(
     corpus_of = np.repeat(
         np.array([chunk.corpus for chunk in chunks], np.int32), [chunk.end - chunk.start for chunk in chunks]
     )
-    sizes, contaminated = [], []
+    sizes, emptied, contaminated = [], [], []
     cont_docs = {name: {s: 0 for s in eval_sets} for name in names}
     cont_ngrams = {name: {s: [] for s in eval_sets} for name in names}
     boilerplate_lines = {name: 0 for name in names}
@@ -383,17 +398,19 @@ def clean_corpora(
             _find_boilerplate(pool, chunks, settings, partitions, work)
         tasks = [(chunk, settings, partitions, str(work), number) for number, chunk in enumerate(chunks)]
         with tqdm(total=total, desc="clean: sign", unit=" docs") as bar:
-            for chunk, (chunk_sizes, chunk_lines, chunk_cont, found) in zip(
+            for chunk, (chunk_sizes, chunk_lines, chunk_emptied, chunk_cont, found) in zip(
                 chunks, pool.map(_sign, tasks, describe=lambda task: task[0].describe())
             ):
                 bar.update(len(chunk_sizes))
                 boilerplate_lines[names[chunk.corpus]] += chunk_lines
                 sizes.append(chunk_sizes)
+                emptied.append(chunk_emptied)
                 contaminated.append(chunk_cont)
                 for name, (count, shared) in found.items():
                     cont_docs[names[chunk.corpus]][name] += count
                     cont_ngrams[names[chunk.corpus]][name].append(shared)
         sizes = np.concatenate(sizes) if sizes else np.zeros(0, np.int64)
+        emptied = np.concatenate(emptied) if emptied else np.zeros(0, bool)
         contaminated = np.concatenate(contaminated) if contaminated else np.zeros(0, bool)
 
         exact_pairs, candidate_pairs = [], []
@@ -439,6 +456,8 @@ def clean_corpora(
                 removed_kind[ordinal] = "exact" if ordinal in exact_later else "near"
         for ordinal in np.flatnonzero(contaminated).tolist():
             removed_kind[ordinal] = "contaminated"
+        for ordinal in np.flatnonzero(emptied).tolist():
+            removed_kind[ordinal] = "emptied"
 
         shutil.rmtree(work / "shingles")
         removed_ordinals = np.array(sorted(removed_kind), np.int64)
@@ -471,10 +490,11 @@ def clean_corpora(
 
     for name in names:
         if written[name][0] == 0:
-            raise UserError(
-                f"corpus {name}: cleaning removed every document; check clean.near.threshold or the corpus"
+            params = "clean.near.threshold" + (
+                ", clean.boilerplate_min_documents" if settings.boilerplate_min_documents else ""
             )
-    roots = {o: clusters.find(o) for o, kind in removed_kind.items() if kind != "contaminated"}
+            raise UserError(f"corpus {name}: cleaning removed every document; check {params} or the corpus")
+    roots = {o: clusters.find(o) for o, kind in removed_kind.items() if kind in ("exact", "near")}
     metrics = {}
     for index, name in enumerate(names):
         in_corpus = corpus_of == index
@@ -495,6 +515,8 @@ def clean_corpora(
                 1 for o, r in roots.items() if corpus_of[o] == index and corpus_of[r] != index
             ),
         }
+        if settings.boilerplate_min_documents:  # (only then: the default's figures keep their bytes)
+            metrics[name]["emptied_by_boilerplate"] = int(emptied[in_corpus].sum())
         if settings.decontaminate:
             metrics[name]["contamination_removed"] = {
                 s: {

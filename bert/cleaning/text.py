@@ -7,7 +7,10 @@ One normalisation for every comparison, stated once:
   apart is one text.
 Exact duplicates are documents whose normalised texts are equal. Near duplicates and evaluation
 overlap compare *words*: the runs of letters and digits (`\\w+`) of the normalised text, so
-punctuation and markup spacing do not count, as in GPT-3's contamination study.
+punctuation and markup spacing do not count, as in GPT-3's contamination study. Chinese and
+Japanese are written without spaces, where a run of letters is a whole clause or sentence: there
+each character (Han, kana) is a word of its own, so an n-gram of them is n characters, and a
+text mixing scripts has word n-grams, character n-grams and n-grams across the two.
 
 N-grams are hashed to 64-bit integers (BLAKE2b of the words' UTF-8, then a polynomial over the
 window, in numpy), the same on every machine and in every process; Python's own `hash` is salted
@@ -20,7 +23,15 @@ import unicodedata
 
 import numpy as np
 
-WORD = re.compile(r"\w+")
+# Scripts written without spaces between words: CJK ideographs (with their extensions and
+# iteration marks), hiragana, katakana (with its halfwidth forms). Korean (Hangul) is written with
+# spaces and stays in runs; Thai, Lao, Khmer and Myanmar, also unspaced, are not split (yet).
+UNSPACED = (
+    "\u3005-\u3007\u3040-\u30ff\u31f0-\u31ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff"
+    "\uff66-\uff9f\U00020000-\U0003134f"
+)
+# A word: one letter of an unspaced script, or a run of the other letters and digits.
+WORD = re.compile(rf"(?=\w)[{UNSPACED}]|[^\W{UNSPACED}]+")
 WHITESPACE = re.compile(r"\s+")
 # The polynomial base of n-gram hashes (odd, so multiplication mod 2**64 is a bijection).
 NGRAM_BASE = np.uint64(0x9E3779B97F4A7C15)
@@ -39,6 +50,8 @@ def text_digest(normalised: str) -> bytes:
 
 
 def words(normalised: str) -> list[str]:
+    """The words of a normalised text: runs of letters and digits, each character of Chinese or
+    Japanese a word of its own."""
     return WORD.findall(normalised)
 
 

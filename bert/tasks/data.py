@@ -116,6 +116,19 @@ class TaskExamples:
         return len(self.first)
 
 
+def dev_in_train(train: TaskExamples, dev: TaskExamples) -> int:
+    """How many examples of `dev` also appear in `train`: all their texts equal (the choices' too),
+    each text's whitespace runs one space; labels aside, as a copy relabelled is still a copy. A
+    dev split copied from train, or overlapping it (a re-split gone wrong), scores what the model
+    memorised."""
+    seen = {_texts_key(first, second) for first, second in zip(train.first, train.second)}
+    return sum(_texts_key(first, second) in seen for first, second in zip(dev.first, dev.second))
+
+
+def _texts_key(first: str, second: tuple[str, ...]) -> tuple[str, ...]:
+    return tuple(" ".join(text.split()) for text in (first, *second))
+
+
 def task_named(name: str) -> Task:
     if name not in TASKS:
         raise UserError(f"no task {name!r}; the tasks are {', '.join(TASKS)}")

@@ -6,6 +6,7 @@ whole to the loop (bert.training.loop.train), the optimizer and the schedule (be
 from dataclasses import dataclass
 from typing import Annotated, Literal
 
+from bert.errors import UserError
 from bert.inputs import Count, LearningRate, Precision, Range, Seed, Share, WeightDecay
 
 
@@ -31,6 +32,27 @@ class Recipe:
     global_batch_size: Count  # sequences (SQuAD: windows) per optimizer step, over every rank and micro-batch
     micro_batch_size: Count  # per rank and forward pass: accumulation = global / (micro x ranks)
     seed: Seed  # weights of fresh heads, data order, dropout, dynamic masks
+
+    def __post_init__(self) -> None:
+        problem = schedule_problem(self.schedule, self.warmup_proportion, self.decay_share)
+        if problem:
+            raise UserError(f"recipe: {problem}")
+
+
+def schedule_problem(
+    schedule: str, warmup_proportion: float, decay_share: float, prefix: str = ""
+) -> str | None:
+    """What is wrong with a schedule's shares of the steps (a line naming the fields, each after
+    `prefix`: "pretrain.phase1."), or None. Under wsd the warm-up must be over where the decay
+    starts: past it, the decay would start late and last less than decay_share of the steps, in a
+    short run not at all (its last step at the peak rate). Equal to 1: warm-up, then decay."""
+    if schedule == "wsd" and warmup_proportion + decay_share > 1 + 1e-9:  # 1e-9: 0.7 + 0.3 is 1
+        return (
+            f"{prefix}warmup_proportion {warmup_proportion:g} + {prefix}decay_share {decay_share:g} is "
+            "over 1: under schedule wsd the warm-up would run past the start of the decay, so the rate "
+            "would decay late or not at all; lower one of them so that they add up to at most 1"
+        )
+    return None
 
 
 @dataclass(frozen=True)

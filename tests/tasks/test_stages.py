@@ -16,6 +16,7 @@ from sklearn.metrics import accuracy_score
 from bert.model.config import BertConfig
 from bert.model.network import BertForQuestionAnswering
 from bert.tasks.data import TASKS, read_split
+from bert.tasks.predictions_file import write_predictions
 from tests.support.stage_workspace import run_stage, set_params, write_params
 
 REPO = Path(__file__).resolve().parents[2]
@@ -95,6 +96,7 @@ def test_a_task_of_each_kind_end_to_end(tmp_path, uncased_vocab):
         "dev_matched",
         "dev_mismatched",
     }
+    assert mnli["dev_in_train"] == {"dev_matched": 0, "dev_mismatched": 0}  # the sample's splits are apart
 
     run(root, "stages.glue_score")
     glue = read(root / "metrics/glue.json")
@@ -142,6 +144,32 @@ def test_a_task_of_each_kind_end_to_end(tmp_path, uncased_vocab):
     again = run(root, "stages.finetune_task", "stsb")
     assert "resumed from step" in again.stderr
     assert (root / "data/models/tasks/stsb/model.safetensors").read_bytes() == first
+
+
+def relabelled(row: str) -> str:
+    fields, label = row.rsplit("\t", 1)
+    return f"{fields}\t{'entailment' if label == 'not_entailment' else 'not_entailment'}"
+
+
+def test_evaluate_task_says_how_many_dev_examples_the_train_split_holds(tmp_path):
+    """A dev split that repeats train examples (a re-split gone wrong) is scored, and says so: the
+    texts compared with their whitespace runs as one space, the labels aside."""
+    task, data = TASKS["rte"], tmp_path / "data/tasks/rte"
+    data.mkdir(parents=True)
+    train = (SAMPLE / "glue/RTE/train.tsv").read_text(encoding="utf-8")
+    (data / "train.tsv").write_text(train, encoding="utf-8")
+    header, first, second, third, *_ = train.splitlines()
+    copies = [first, second.replace(" ", "  "), relabelled(third)]
+    own = (SAMPLE / "glue/RTE/dev.tsv").read_text(encoding="utf-8").splitlines()[1:]
+    (data / "dev.tsv").write_text("\n".join([header, *copies, *own]) + "\n", encoding="utf-8")
+    gold = read_split(task, data / "dev.tsv")
+    (tmp_path / "data/task_predictions/rte").mkdir(parents=True)
+    write_predictions(tmp_path / "data/task_predictions/rte/dev.tsv", task, gold.labels, gold.rows)
+    log = run(tmp_path, "stages.evaluate_task", "rte").stderr
+    metrics = read(tmp_path / "metrics/tasks/rte.json")
+    assert metrics["dev_in_train"] == {"dev": 3} and metrics["examples"] == {"dev": 3 + len(own)}
+    assert metrics["accuracy"] == 100.0
+    assert f"RTE: dev examples whose texts the train split holds too: dev 3 of {3 + len(own)}" in log
 
 
 def test_download_unpacks_a_glue_zip_and_checks_the_files(tmp_path, uncased_vocab):
