@@ -300,3 +300,27 @@ def test_the_overhead_benchmark_runs(tmp_path):
     assert len(results["ratios"]) == 2 and results["meter_ms_per_step"] > 0
     assert results["last_figures"]["tokens_per_second"] > 0 and results["peak"]["source"] == "probe"
     assert bert.training.loop.ThroughputMeter is bert.training.throughput.ThroughputMeter
+
+
+def test_the_pretraining_stage_records_the_peak_it_used(tmp_path, monkeypatch):
+    """Through stages.pretrain: this machine's measured peak is what the MFU curve and
+    metrics/pretrain_phase1.json divide by, and the metrics say where it came from."""
+    from bert.distributed.launch import setup_distributed
+    from stages import pretrain as stage
+    from stages.params import load_params
+    from tests.support.stage_workspace import make_workspace, set_params
+
+    monkeypatch.setenv("BERT_PEAK_FILE", str(tmp_path / "peaks.json"))
+    monkeypatch.setattr(bert.model.flops, "matmul_rate", lambda *a, **k: 0.5)
+    bert.model.flops.measure_peak("cpu", "fp32")
+    monkeypatch.setattr(
+        bert.model.flops, "matmul_rate", lambda *a, **k: pytest.fail("probed a measured machine")
+    )
+    root = make_workspace(tmp_path / "project")
+    set_params(root, {"pretrain.log_every": 2, "pretrain.phase1.max_steps": 4, "pretrain.precision": "fp32"})
+    monkeypatch.chdir(root)
+    stage.pretrain(load_params(), "phase1", setup_distributed("gloo", 5))
+    metrics = json.loads((root / "metrics/pretrain_phase1.json").read_text())
+    assert (metrics["peak_tflops"], metrics["peak_source"]) == (0.5, f"measured {datetime.date.today()}")
+    assert metrics["mfu"] == pytest.approx(metrics["model_tflops_per_second"] / 0.5)
+    assert curve_peaks(root / "dvclive/pretrain_phase1") == pytest.approx([0.5, 0.5])
