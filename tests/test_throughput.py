@@ -225,6 +225,17 @@ def test_a_bad_user_peak_is_one_line(monkeypatch, value):
         device_peak(tiny_model().config, "cpu", "fp32")
 
 
+@pytest.mark.parametrize(
+    "text", ["{", "[]", '{"peaks": {"host | cpu, 1 threads | fp32": {"tflops": "fast"}}}']
+)
+def test_a_damaged_file_of_measured_peaks_is_one_line(tmp_path, monkeypatch, text):
+    (tmp_path / "peaks.json").write_text(text)
+    monkeypatch.setenv("BERT_PEAK_FILE", str(tmp_path / "peaks.json"))
+    with pytest.raises(UserError, match=r"peaks.json: not a file of measured peaks \(.+\); delete it and run "
+                                        r"`python -m bert.model.flops --measure-peak`$"):  # fmt: skip
+        device_peak(tiny_model().config, "cpu", "fp32")
+
+
 def test_a_measured_peak_is_kept_per_machine_and_reused(tmp_path, monkeypatch, caplog, capsys):
     """`python -m bert.model.flops --measure-peak` writes the machine's peak once; later runs (other
     processes: nothing probed in this one counts) divide by it and say when it was measured."""

@@ -284,12 +284,21 @@ def _user_peak() -> float | None:
 
 
 def _measured_peaks() -> dict:
+    """The measured peaks of `peak_file()` (none when it does not exist), each entry checked."""
     path = peak_file()
     try:
-        return json.loads(path.read_text(encoding="utf-8")).get("peaks", {})
+        peaks = json.loads(path.read_text(encoding="utf-8"))["peaks"]
+        for key, entry in peaks.items():
+            if not (
+                isinstance(entry["tflops"], (int, float))
+                and entry["tflops"] > 0
+                and isinstance(entry["measured"], str)
+            ):
+                raise ValueError(f"{key!r} holds no peak in TFLOP/s and date")
+        return peaks
     except FileNotFoundError:
         return {}
-    except (OSError, ValueError, AttributeError) as error:
+    except (OSError, ValueError, KeyError, TypeError, AttributeError) as error:
         raise UserError(f"{path}: not a file of measured peaks ({first_line(error)}); delete it and run "
                         f"`{MEASURE_COMMAND}`") from None  # fmt: skip
 
