@@ -41,13 +41,17 @@ def main() -> None:
         params.seed,
         params.compute,
     )
+    # An MLM-only run (examples.next_sentence: false) has no next-sentence pairs to count.
+    random_next = (
+        f", {100 * manifest['random_next_fraction']:.1f}% random next" if examples.next_sentence else ""
+    )
     logging.getLogger("examples").info(
-        "%s: %d instances in %d shards, %d tokens, %.1f%% random next (%s mixing)",
+        "%s: %d instances in %d shards, %d tokens%s (%s mixing)",
         layout.examples(phase),
         manifest["instances"],
         len(manifest["shards"]),
         manifest["tokens"],
-        100 * manifest["random_next_fraction"],
+        random_next,
         params.mixing.mode,
     )
 

@@ -5,6 +5,11 @@ import pytest
 
 REPO = Path(__file__).resolve().parents[1]
 
+# The peak MFU divides by is the machine's (bert.model.flops.device_peak): neither a developer's
+# BERT_PEAK_TFLOPS nor the peaks measured in their ~/.cache may reach the tests' runs, stages included.
+os.environ.pop("BERT_PEAK_TFLOPS", None)
+os.environ["BERT_PEAK_FILE"] = str(REPO / ".pytest_cache" / "no-measured-peaks.json")
+
 
 def _shared_data_dir() -> Path | None:
     candidates = [

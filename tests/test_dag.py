@@ -286,9 +286,15 @@ def test_continued_mlm_only_pretraining_of_a_real_checkpoint_then_squad(project,
             "squad.max_seq_length": 128,
         },
     )  # fmt: skip
-    output = run([str(BIN / "dvc"), "repro", "evaluate_squad"], cwd=project).stdout
-    ran = re.findall(r"Running stage '([^']+)'", output)
+    done = run([str(BIN / "dvc"), "repro", "evaluate_squad"], cwd=project)
+    ran = re.findall(r"Running stage '([^']+)'", done.stdout)
     assert {"download_weights@minilm", "vocab", "examples@phase2", "pretrain@phase2"} <= set(ran)
+    # What the stages tell the user: MiniLM's pooler is carried by pretraining (not "weights not
+    # used"; SQuAD's model has no pooler, and says so), and an MLM-only run has no random next
+    # segments to count (no "0.0% random next").
+    logged = done.stdout + done.stderr
+    assert "weights not used by BertForPreTraining" not in logged and "% random next" not in logged
+    assert "the pretraining stage carries them unchanged to its export: bert.pooler.dense.bias" in logged
     assert not {"init_random", "examples@phase1", "pretrain@phase1"} & set(ran)
     assert not (project / "data/examples/phase1").exists() and not (project / "data/weights/phase1").exists()
     assert (project / "data/vocab/vocab.txt").read_bytes() == (minilm_dir / "vocab.txt").read_bytes()

@@ -141,7 +141,15 @@ def test_mlm_only_continuation_carries_the_released_pooler_to_the_export(minilm_
     released = safe_open(minilm_dir / "model.safetensors", "pt")
     start = minilm_dir
     for save in ("phase1", "phase2"):
-        model = BertForPreTraining.from_pretrained(start, next_sentence=False)
+        caplog.clear()
+        with caplog.at_level("INFO", logger="bert.model.hf"):
+            model = BertForPreTraining.from_pretrained(start, next_sentence=False)
+        # the pooler is carried, so the load does not call it unused
+        assert "not used by" not in caplog.text
+        assert (
+            "not held by BertForPreTraining (its objective does not train them); the pretraining stage carries "
+            "them unchanged to its export: bert.pooler.dense.bias, bert.pooler.dense.weight" in caplog.text
+        )
         with torch.no_grad():  # training moves every tensor the objective reaches
             for parameter in model.parameters():
                 parameter.add_(0.01)

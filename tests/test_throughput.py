@@ -2,6 +2,8 @@
 model FLOP/s, MFU against the device's peak, the share of time spent waiting for data."""
 
 import csv
+import datetime
+import json
 import logging
 import time
 
@@ -9,6 +11,7 @@ import pytest
 import torch
 
 import bert.model.flops
+from bert.errors import UserError
 from bert.model.flops import (
     classification_flops,
     device_peak,
@@ -16,6 +19,7 @@ from bert.model.flops import (
     question_answering_flops,
     real_lengths,
 )
+from bert.model.flops import main as flops_main
 from bert.model.network import BertForMultipleChoice, BertForSequenceClassification
 from bert.pretraining.loss import pretraining_objective
 from bert.training.finetune import question_answering_step_flops, task_step_flops
@@ -85,12 +89,12 @@ def test_figures_of_a_tiny_run_are_the_batches(tiny_run):
     assert summary["padding_waste"] == pytest.approx(1 - tokens / slots)
     assert summary["model_tflops_per_second"] * 1e12 * summary["seconds"] == pytest.approx(2 * flops)
     assert summary["mfu"] == pytest.approx(summary["model_tflops_per_second"] / summary["peak_tflops"])
-    assert summary["peak_source"] == "measured" and summary["peak_tflops"] > 0  # a CPU: probed
+    assert summary["peak_source"] == "probe" and summary["peak_tflops"] > 0  # a CPU, nothing measured or set
     assert 0 <= summary["data_wait_share"] <= 1
     # each interval: one pass, timed by the same clock as its sequences/s
     tokens_per_second, per_sequence = series(live, "tokens_per_second"), series(live, "sequences_per_second")
     assert sorted(tokens_per_second) == [2, 4]
-    peaks = []  # what each interval's MFU divides by: the start's probe (the summary's may be better)
+    peaks = []  # what each interval's MFU divides by: the summary's peak
     for step in (2, 4):
         assert tokens_per_second[step] / per_sequence[step] == pytest.approx(tokens / sequences)
         assert series(live, "padding_waste")[step] == pytest.approx(1 - tokens / slots)
@@ -98,7 +102,7 @@ def test_figures_of_a_tiny_run_are_the_batches(tiny_run):
         assert rate / tokens_per_second[step] == pytest.approx(flops / tokens)
         peaks.append(rate / 1e12 / series(live, "mfu")[step])
         assert 0 <= series(live, "data_wait_share")[step] <= 1
-    assert peaks[0] == pytest.approx(peaks[1]) and peaks[0] <= summary["peak_tflops"] * (1 + 1e-6)
+    assert peaks == pytest.approx([summary["peak_tflops"]] * 2)
 
 
 class SlowLoader:
@@ -160,26 +164,110 @@ def test_known_gpus_use_their_data_sheet(monkeypatch, name, precision, tflops):
 )
 def test_other_gpus_are_measured(monkeypatch, name, precision):
     monkeypatch.setattr(torch.cuda, "get_device_name", lambda device=None: name)
-    monkeypatch.setattr(bert.model.flops, "_MEASURED", {})  # as in a fresh process
+    monkeypatch.setattr(bert.model.flops, "_PROBED", {})  # as in a fresh process
     shapes = []
     monkeypatch.setattr(
         bert.model.flops, "matmul_rate", lambda shape, *a, **k: shapes.append(shape) or 50.0 + len(shapes)
     )
     peak = device_peak(tiny_model().config, torch.device("cuda", 0), precision)
-    assert (peak.tflops, peak.source) == (53.0, "measured") and len(shapes) == 3
+    assert (peak.tflops, peak.source) == (53.0, "probe") and len(shapes) == 3
 
 
-def test_a_probe_again_keeps_the_better_peak(monkeypatch):
-    """A probe that met a busy moment understates the peak: the run's summary probes again and
-    keeps the better, so its MFU cannot read above 1 from a bad start."""
-    monkeypatch.setattr(bert.model.flops, "_MEASURED", {})
-    rates = iter([0.2e12, 0.1e12, 0.3e12, 1e12, 2e12, 1.5e12, 0.1e12, 0.1e12, 0.1e12])
-    monkeypatch.setattr(bert.model.flops, "matmul_rate", lambda *a, **k: next(rates) / 1e12)
-    config = tiny_model().config
-    assert device_peak(config, "cpu", "fp32").tflops == 0.3  # busy at the start
-    assert device_peak(config, "cpu", "fp32").tflops == 0.3  # cached: probed once
-    assert device_peak(config, "cpu", "fp32", again=True).tflops == 2.0  # quiet at the end
-    assert device_peak(config, "cpu", "fp32", again=True).tflops == 2.0  # busy again: the better kept
+def tiny_pretraining_run(tmp_path, steps=2):
+    """A tiny pretraining run logged every step: its summary and its live folder."""
+    model = tiny_model(seed=0)
+    optimizer = build_optimizer(model, "adamw", 1e-3, 0.01)
+    scheduler = warmup_poly_schedule(optimizer, 1, steps, power=1.0)
+    batches = [pretraining_batch(LENGTHS[i % len(LENGTHS)], i) for i in range(steps)]
+    summary = run_loop(model, batches, pretraining_objective, optimizer, scheduler, max_steps=steps, log_every=1,
+                       live_dir=tmp_path / "live")  # fmt: skip
+    return summary, tmp_path / "live"
+
+
+def curve_peaks(live):
+    """The peak each logged interval's MFU divided by."""
+    rates, mfus = series(live, "model_tflops_per_second"), series(live, "mfu")
+    return [rates[step] / mfus[step] for step in sorted(mfus)]
+
+
+def test_the_curve_and_the_summary_divide_by_one_peak(tmp_path, monkeypatch):
+    """A probe that met a quiet moment later must not change the summary's peak: the live MFU curve
+    and the run's MFU are the same figure over different spans."""
+    monkeypatch.setattr(bert.model.flops, "_PROBED", {})  # as in a fresh process
+    rates = iter(range(1, 100))  # every probe faster than the one before
+    monkeypatch.setattr(bert.model.flops, "matmul_rate", lambda *a, **k: next(rates) / 10)
+    summary, live = tiny_pretraining_run(tmp_path)
+    assert (summary["peak_tflops"], summary["peak_source"]) == (0.3, "probe")  # the best of the start's 3
+    assert curve_peaks(live) == pytest.approx([0.3, 0.3])
+    assert summary["mfu"] == pytest.approx(summary["model_tflops_per_second"] / 0.3)
+
+
+def test_a_peak_set_by_the_user_is_used_and_said(tmp_path, monkeypatch, caplog):
+    monkeypatch.setenv("BERT_PEAK_TFLOPS", "2.5")
+    monkeypatch.setattr(
+        bert.model.flops, "matmul_rate", lambda *a, **k: pytest.fail("probed despite a user's peak")
+    )
+    with caplog.at_level(logging.INFO, logger="bert.training.throughput"):
+        summary, live = tiny_pretraining_run(tmp_path)
+    assert (summary["peak_tflops"], summary["peak_source"]) == (2.5, "user")
+    assert curve_peaks(live) == pytest.approx([2.5, 2.5])
+    assert (
+        "MFU against the peak set by the user (BERT_PEAK_TFLOPS=2.5): 2.5 TFLOP/s per device" in caplog.text
+    )
+
+
+@pytest.mark.parametrize("value", ["fast", "0", "-3", "nan"])
+def test_a_bad_user_peak_is_one_line(monkeypatch, value):
+    monkeypatch.setenv("BERT_PEAK_TFLOPS", value)
+    with pytest.raises(
+        UserError, match=f"BERT_PEAK_TFLOPS='{value}': want the dense peak TFLOP/s of one device"
+    ):
+        device_peak(tiny_model().config, "cpu", "fp32")
+
+
+@pytest.mark.parametrize(
+    "text", ["{", "[]", '{"peaks": {"host | cpu, 1 threads | fp32": {"tflops": "fast"}}}']
+)
+def test_a_damaged_file_of_measured_peaks_is_one_line(tmp_path, monkeypatch, text):
+    (tmp_path / "peaks.json").write_text(text)
+    monkeypatch.setenv("BERT_PEAK_FILE", str(tmp_path / "peaks.json"))
+    with pytest.raises(UserError, match=r"peaks.json: not a file of measured peaks \(.+\); delete it and run "
+                                        r"`python -m bert.model.flops --measure-peak`$"):  # fmt: skip
+        device_peak(tiny_model().config, "cpu", "fp32")
+
+
+def test_a_measured_peak_is_kept_per_machine_and_reused(tmp_path, monkeypatch, caplog, capsys):
+    """`python -m bert.model.flops --measure-peak` writes the machine's peak once; later runs (other
+    processes: nothing probed in this one counts) divide by it and say when it was measured."""
+    monkeypatch.setenv("BERT_PEAK_FILE", str(tmp_path / "cache" / "peaks.json"))
+    monkeypatch.setattr(bert.model.flops, "_PROBED", {})
+    shapes = []
+    monkeypatch.setattr(bert.model.flops, "matmul_rate", lambda shape, *a, **k: shapes.append(shape) or 0.8)
+    flops_main(["--measure-peak", "--precision", "fp32", "bf16", "--threads", str(torch.get_num_threads())])
+    assert {(k, n) for _, k, n in shapes} == {
+        (768, 768),
+        (768, 3072),
+        (3072, 768),
+    }  # BERT-base's shapes, whatever model trains
+    assert "0.8 TFLOP/s ->" in capsys.readouterr().out
+    saved = json.loads((tmp_path / "cache" / "peaks.json").read_text())["peaks"]
+    assert sorted(key.rsplit(" | ", 1)[1] for key in saved) == ["bf16", "fp32"]
+    monkeypatch.setattr(
+        bert.model.flops, "matmul_rate", lambda *a, **k: pytest.fail("probed a measured machine")
+    )
+    with caplog.at_level(logging.INFO, logger="bert.training.throughput"):
+        summary, live = tiny_pretraining_run(tmp_path)
+    today = datetime.date.today().isoformat()
+    assert (summary["peak_tflops"], summary["peak_source"]) == (0.8, f"measured {today}")
+    assert curve_peaks(live) == pytest.approx([0.8, 0.8])
+    assert f"MFU against the fp32 matmul peak measured on {today}" in caplog.text
+    # another thread count is another machine as far as the peak goes: probed, and the log says how to measure
+    monkeypatch.setattr(bert.model.flops, "matmul_rate", lambda *a, **k: 0.1)
+    torch.set_num_threads(torch.get_num_threads() + 1)
+    try:
+        assert device_peak(tiny_model().config, "cpu", "fp32").source == "probe"
+    finally:
+        torch.set_num_threads(torch.get_num_threads() - 1)
 
 
 def test_the_log_says_where_the_peak_comes_from(tmp_path, caplog):
@@ -190,7 +278,9 @@ def test_the_log_says_where_the_peak_comes_from(tmp_path, caplog):
         run_loop(model, [pretraining_batch(LENGTHS[0], 0)], pretraining_objective, optimizer, scheduler,
                  max_steps=1, precision="bf16")  # fmt: skip
     assert (
-        f"MFU against the measured bf16 matmul peak (cpu, {torch.get_num_threads()} threads)" in caplog.text
+        f"MFU against the bf16 matmul probe at this run's start (cpu, {torch.get_num_threads()} threads; it moves "
+        "with the machine's load: `python -m bert.model.flops --measure-peak` measures this machine once)"
+        in caplog.text
     )
 
 
@@ -219,5 +309,29 @@ def test_the_overhead_benchmark_runs(tmp_path):
     results = main(["--size", "tiny", "--batch", "2", "--seq-len", "16", "--steps", "1", "--rounds", "2",
                     "--distinct", "2", "--json", str(tmp_path / "out.json")])  # fmt: skip
     assert len(results["ratios"]) == 2 and results["meter_ms_per_step"] > 0
-    assert results["last_figures"]["tokens_per_second"] > 0 and results["peak"]["source"] == "measured"
+    assert results["last_figures"]["tokens_per_second"] > 0 and results["peak"]["source"] == "probe"
     assert bert.training.loop.ThroughputMeter is bert.training.throughput.ThroughputMeter
+
+
+def test_the_pretraining_stage_records_the_peak_it_used(tmp_path, monkeypatch):
+    """Through stages.pretrain: this machine's measured peak is what the MFU curve and
+    metrics/pretrain_phase1.json divide by, and the metrics say where it came from."""
+    from bert.distributed.launch import setup_distributed
+    from stages import pretrain as stage
+    from stages.params import load_params
+    from tests.support.stage_workspace import make_workspace, set_params
+
+    monkeypatch.setenv("BERT_PEAK_FILE", str(tmp_path / "peaks.json"))
+    monkeypatch.setattr(bert.model.flops, "matmul_rate", lambda *a, **k: 0.5)
+    bert.model.flops.measure_peak("cpu", "fp32")
+    monkeypatch.setattr(
+        bert.model.flops, "matmul_rate", lambda *a, **k: pytest.fail("probed a measured machine")
+    )
+    root = make_workspace(tmp_path / "project")
+    set_params(root, {"pretrain.log_every": 2, "pretrain.phase1.max_steps": 4, "pretrain.precision": "fp32"})
+    monkeypatch.chdir(root)
+    stage.pretrain(load_params(), "phase1", setup_distributed("gloo", 5))
+    metrics = json.loads((root / "metrics/pretrain_phase1.json").read_text())
+    assert (metrics["peak_tflops"], metrics["peak_source"]) == (0.5, f"measured {datetime.date.today()}")
+    assert metrics["mfu"] == pytest.approx(metrics["model_tflops_per_second"] / 0.5)
+    assert curve_peaks(root / "dvclive/pretrain_phase1") == pytest.approx([0.5, 0.5])

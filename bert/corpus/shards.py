@@ -303,7 +303,23 @@ def shard_corpus(
         metrics["documents"], sentences_total, chunks.dropped, len(plan.names), seconds,
         metrics["sentences_per_second"],
     )  # fmt: skip
+    if num_test_shards and test_fraction > 0:
+        warn_if_test_share_is_off(metrics["test_bytes_fraction"], test_fraction, metrics["test_documents"],
+                                  metrics["documents"])  # fmt: skip
     return metrics
+
+
+def warn_if_test_share_is_off(achieved: float, wanted: float, test_documents: int, documents: int) -> None:
+    """A warning when the test shards' share of the bytes is off `wanted` by more than half of it:
+    documents never straddle shards, so in a small corpus one document can be most of the test set."""
+    if abs(achieved - wanted) <= wanted / 2:
+        return
+    log.warning(
+        "the test shards hold %.1f%% of the bytes (%d of %d documents) against shard.test_fraction %g: "
+        "documents never straddle shards, and this corpus has too few (or too uneven) documents to come "
+        "closer; the achieved share is test_bytes_fraction in the shard metrics",
+        100 * achieved, test_documents, documents, wanted,
+    )  # fmt: skip
 
 
 @dataclass

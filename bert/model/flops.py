@@ -29,17 +29,28 @@ The benchmarks' peak (`matmul_peak`) is measured, not read from a data sheet: th
 the model's own shapes (tokens x H x H, tokens x H x I, tokens x I x H) in the run's precision,
 on the same device and in the same process as the model, so MFU says how close a step comes to
 what this machine does on plain matmuls (on a shared CPU, under the same load). A training run's
-live MFU (`device_peak`, bert.training.throughput) divides by a known GPU's data-sheet peak, the figure
-published MFUs use, and measures a short probe only where no data sheet is known (CPUs).
+live MFU and its summary divide by one peak per machine (`device_peak`): the user's
+($BERT_PEAK_TFLOPS), a known GPU's data sheet (the figure published MFUs use), this machine's
+measurement (`python -m bert.model.flops --measure-peak`, kept outside the project), or, failing
+those, a probe at the run's start, and the metrics say which (`peak_source`).
 """
 
+import argparse
+import datetime
+import json
+import math
+import os
+import socket
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
+from pathlib import Path
 
 import numpy as np
 import torch
 
+from bert.atomic import write_json
+from bert.errors import UserError, first_line, run_main
 from bert.model.config import BertConfig
 from bert.model.precision import AUTOCAST_DTYPES
 
@@ -221,48 +232,129 @@ def datasheet_peak(device: torch.device | str, precision: str) -> float | None:
     return next((peaks[precision] or None for gpu, peaks in DATASHEET_TFLOPS.items() if gpu in name), None)
 
 
+# One peak per machine (docs/training.md#the-peak-mfu-divides-by). Where a run executes is no DVC
+# param, so the peak lives outside the project: set by the user, or measured once on request and
+# kept per machine in PEAK_FILE_ENV's file (default: ~/.cache/bert-dvc/device_peaks.json).
+PEAK_ENV = "BERT_PEAK_TFLOPS"
+PEAK_FILE_ENV = "BERT_PEAK_FILE"
+MEASURE_COMMAND = "python -m bert.model.flops --measure-peak"
+# The shapes a machine's peak is measured at: BERT-base's encoder matmuls at 2048, 4096 and 8192
+# tokens (matmul_shapes), large enough to fill a CPU or a GPU, whatever model a run trains.
+MEASURE_SHAPE = BertConfig()
+
+
 @dataclass(frozen=True)
 class DevicePeak:
     """The peak a training run's MFU divides by, per device, and where it comes from."""
 
     tflops: float
-    source: str  # "datasheet" | "measured"
-    description: str  # for the log: which data sheet, or what was measured
+    source: str  # "user" | "datasheet" | "measured <date>" | "probe"
+    description: str  # for the log: which data sheet, what was measured, or what the user set
 
 
-_MEASURED: dict[tuple, float] = {}
+def peak_file() -> Path:
+    """The file of this machine's measured peaks: $BERT_PEAK_FILE, else ~/.cache/bert-dvc/device_peaks.json."""
+    return Path(os.environ.get(PEAK_FILE_ENV) or Path.home() / ".cache" / "bert-dvc" / "device_peaks.json")
 
 
-def device_peak(
-    config: BertConfig, device: torch.device | str, precision: str, again: bool = False
-) -> DevicePeak:
-    """The dense peak of `device` in `precision`: a known GPU's data sheet (DATASHEET_TFLOPS), else
-    (a CPU, another GPU, V100 in bf16) a short probe at the start of the run: the best of the
-    encoder's three matmul shapes at 2048 tokens (bert.model.flops.matmul_shapes), in the run's dtype,
-    about 0.1 s for a tiny model on a 2-core CPU and a few seconds at BERT-large's shapes, once
-    per process and shape; `again`: probe once more and keep the better (a probe that met a busy
-    moment understates the peak, and MFU would read above 1)."""
+def device_name(device: torch.device | str) -> str:
+    """The device as its peak depends on it: the GPU's name, or the CPU at this process's thread count."""
     device = torch.device(device)
+    if device.type == "cuda":
+        return torch.cuda.get_device_name(device)
+    return f"cpu, {torch.get_num_threads()} threads"
+
+
+def machine_key(device: torch.device | str, precision: str) -> str:
+    """The measured peaks' key: host, device and precision (a home folder may be shared by a cluster's nodes)."""
+    return f"{socket.gethostname()} | {device_name(device)} | {precision}"
+
+
+def _user_peak() -> float | None:
+    raw = os.environ.get(PEAK_ENV, "").strip()
+    if not raw:
+        return None
+    try:
+        value = float(raw)
+    except ValueError:
+        value = float("nan")
+    if not (math.isfinite(value) and value > 0):
+        raise UserError(f"{PEAK_ENV}={raw!r}: want the dense peak TFLOP/s of one device, a number > 0")
+    return value
+
+
+def _measured_peaks() -> dict:
+    """The measured peaks of `peak_file()` (none when it does not exist), each entry checked."""
+    path = peak_file()
+    try:
+        peaks = json.loads(path.read_text(encoding="utf-8"))["peaks"]
+        for key, entry in peaks.items():
+            if not (
+                isinstance(entry["tflops"], (int, float))
+                and entry["tflops"] > 0
+                and isinstance(entry["measured"], str)
+            ):
+                raise ValueError(f"{key!r} holds no peak in TFLOP/s and date")
+        return peaks
+    except FileNotFoundError:
+        return {}
+    except (OSError, ValueError, KeyError, TypeError, AttributeError) as error:
+        raise UserError(f"{path}: not a file of measured peaks ({first_line(error)}); delete it and run "
+                        f"`{MEASURE_COMMAND}`") from None  # fmt: skip
+
+
+_PROBED: dict[tuple, float] = {}
+
+
+def device_peak(config: BertConfig, device: torch.device | str, precision: str) -> DevicePeak:
+    """The dense peak of one `device` in `precision`, first found of: the user's ($BERT_PEAK_TFLOPS),
+    a known GPU's data sheet (DATASHEET_TFLOPS), this machine's measurement (`measure_peak`, kept
+    in `peak_file()`), else a short probe (the best of the encoder's three matmul shapes at 2048
+    tokens, about 0.1 s for a tiny model on a 2-core CPU), once per process: a probe moves with
+    the machine's load, so the log says how to measure the machine once instead. A run divides its
+    curve and its summary by the one peak this returns at its start."""
+    user = _user_peak()
+    if user is not None:
+        return DevicePeak(user, "user", f"peak set by the user ({PEAK_ENV}={os.environ[PEAK_ENV].strip()})")
     sheet = datasheet_peak(device, precision)
     if sheet:
         name = torch.cuda.get_device_name(device)
         return DevicePeak(float(sheet), "datasheet", f"{name}'s data-sheet dense {precision} peak")
-    where = (
-        torch.cuda.get_device_name(device)
-        if device.type == "cuda"
-        else f"cpu, {torch.get_num_threads()} threads"
-    )
+    where = device_name(device)
+    measured = _measured_peaks().get(machine_key(device, precision))
+    if measured:
+        day = measured["measured"][:10]
+        return DevicePeak(measured["tflops"], f"measured {day}",
+                          f"{precision} matmul peak measured on {day} ({where}, {peak_file()})")  # fmt: skip
+    device = torch.device(device)
     key = (where, device, precision, config.hidden_size, config.intermediate_size)
-    if (
-        key not in _MEASURED or again
-    ):  # once per process: a stage that trains twice, or a test suite, probes once
+    if key not in _PROBED:  # once per process: a stage that trains twice, or a test suite, probes once
         dtype = AUTOCAST_DTYPES[precision] or torch.float32
         min_seconds = 0.002 if device.type == "cuda" else 0.005
         shapes = matmul_shapes(config, 2048)[:3]
-        probed = max(matmul_rate(shape, device, dtype, min_seconds, repeats=2) for shape in shapes)
-        _MEASURED[key] = max(probed, _MEASURED.get(key, 0.0))
-    rate = _MEASURED[key]
-    return DevicePeak(rate, "measured", f"measured {precision} matmul peak ({where})")
+        _PROBED[key] = max(matmul_rate(shape, device, dtype, min_seconds, repeats=2) for shape in shapes)
+    return DevicePeak(_PROBED[key], "probe", f"{precision} matmul probe at this run's start ({where}; it moves "
+                      f"with the machine's load: `{MEASURE_COMMAND}` measures this machine once)")  # fmt: skip
+
+
+def measure_peak(device: torch.device | str, precision: str, sweeps: int = 2) -> dict:
+    """This machine's dense matmul peak in `precision`, the best of `sweeps` sweeps of MEASURE_SHAPE's
+    matmuls (matmul_peak), saved in `peak_file()` under `machine_key` for every later run to use.
+    A few seconds on a GPU, about 15 s on a 2-core CPU; best taken on a quiet machine."""
+    peak = best_peak(
+        *(matmul_peak(MEASURE_SHAPE, 2048, device, precision, min_seconds=0.05) for _ in range(sweeps))
+    )
+    entry = {
+        "tflops": peak.tflops,
+        "measured": datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
+        "shape": list(peak.shape),
+        "torch": torch.__version__,
+    }
+    path = peak_file()
+    peaks = {**_measured_peaks(), machine_key(device, precision): entry}
+    path.parent.mkdir(parents=True, exist_ok=True)
+    write_json(path, {"peaks": dict(sorted(peaks.items()))})
+    return entry
 
 
 def best_peak(*peaks: MatmulPeak) -> MatmulPeak:
@@ -274,3 +366,27 @@ def best_peak(*peaks: MatmulPeak) -> MatmulPeak:
 def mfu(flops_per_step: float, seconds_per_step: float, peak_tflops: float | None) -> float | None:
     """Model FLOPs utilisation: the step's model FLOP/s over the peak (None without a peak)."""
     return flops_per_step / seconds_per_step / (peak_tflops * 1e12) if peak_tflops else None
+
+
+def main(argv: list[str] | None = None) -> None:
+    """`python -m bert.model.flops --measure-peak`: measure this machine's peak, for the runs after it."""
+    parser = argparse.ArgumentParser(prog="python -m bert.model.flops", description=main.__doc__)
+    parser.add_argument("--measure-peak", action="store_true", required=True,
+                        help=f"measure the dense matmul peak and keep it in ${PEAK_FILE_ENV} (default ~/.cache/bert-dvc/device_peaks.json)")  # fmt: skip
+    parser.add_argument("--precision", nargs="+", choices=list(AUTOCAST_DTYPES), default=["fp32"],
+                        help="the precisions the runs use (pretrain.precision, finetune.precision)")  # fmt: skip
+    parser.add_argument("--threads", type=int, help="CPU threads, as the runs set them (default: torch's)")
+    parser.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
+    args = parser.parse_args(argv)
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    for precision in args.precision:
+        entry = measure_peak(args.device, precision)
+        print(f"{machine_key(args.device, precision)}: {entry['tflops']:.4g} TFLOP/s -> {peak_file()}")
+        if datasheet_peak(args.device, precision):
+            print(f"  (this GPU's data sheet, {datasheet_peak(args.device, precision)} TFLOP/s, stays what MFU divides by; "
+                  f"{PEAK_ENV} overrides it)")  # fmt: skip
+
+
+if __name__ == "__main__":
+    run_main(main)

@@ -399,8 +399,16 @@ def load_pretrained(cls, directory: str | Path, *, fresh_head: bool = False, **k
     if missing:
         log.warning("%s: not in the checkpoint, freshly initialised: %s", directory, ", ".join(missing))
     unexpected = sorted(key for key in hf_state if key.removeprefix("bert.") not in REDUNDANT_HF_KEYS)
-    if unexpected:
-        log.warning("%s: weights not used by %s: %s", directory, cls.__name__, ", ".join(unexpected))
+    # An MLM-only pretraining model holds no pooler or NSP head, yet they are not lost: the phase's
+    # export carries them unchanged (untrained_tensors), so they are no "unused weights".
+    pretraining = cls.__name__ == "BertForPreTraining"
+    aside = [key for key in unexpected if pretraining and key.startswith(CARRIED_NAMESPACES)]
+    unused = [key for key in unexpected if key not in aside]
+    if aside:
+        log.info("%s: not held by %s (its objective does not train them); the pretraining stage carries them "
+                 "unchanged to its export: %s", directory, cls.__name__, ", ".join(aside))  # fmt: skip
+    if unused:
+        log.warning("%s: weights not used by %s: %s", directory, cls.__name__, ", ".join(unused))
     try:
         model.load_state_dict(ours, strict=False)
     except RuntimeError as error:  # shape mismatch: the weights were made for another config

@@ -6,7 +6,8 @@ logs next to the loss (DVCLive `train/*`, the stage's metrics JSON).
     model_tflops_per_second  model FLOPs of the interval's training steps on their real tokens
                              (the objective's `flops`, bert.model.flops) over its wall time, all ranks
     mfu                      model FLOP/s over the peak of all ranks' devices (bert.model.flops.device_peak:
-                             a known GPU's data sheet, else a matmul probe measured at the start)
+                             the user's, a known GPU's data sheet, the machine's measured one, else a
+                             probe at the start), one peak for the curve and the summary
     data_wait_share          time in the loader's next() over the wall time (mean over ranks)
 
 Everything is counted on the host from the batches as the loader hands them over, before they go
@@ -103,11 +104,8 @@ class ThroughputMeter:
         return self._figures(tokens, slots, flops, waited, seconds, world_size, counted)
 
     def summary(self, seconds: float, world_size: int) -> dict:
-        """The figures over the whole run (`seconds`: its training time), and the peak: a measured
-        one probed again, the better kept (on every rank: one small all-reduce)."""
-        if self.peak is not None and self.peak.source == "measured":
-            self.peak = device_peak(self.model.config, self.device, self.precision, again=True)
-            self.peak_tflops = self._sum_over_ranks([self.peak.tflops])[0]
+        """The figures over the whole run (`seconds`: its training time), and the peak the curve
+        divided by, whence it came (`peak_source`: user, datasheet, measured <date> or probe)."""
         run = self.run
         figures = self._figures(
             run["tokens"], run["slots"], run["flops"], run["waited"], seconds, world_size, run["slots"] > 0

@@ -294,6 +294,7 @@ def test_shard_stage(tmp_path):
     assert result.returncode == 0, result.stderr
     metrics = json.loads((tmp_path / "metrics" / "shard_bookcorpus.json").read_text())
     assert metrics["documents"] + metrics["dropped"] == 60 and metrics["sentences_per_second"] > 0
+    assert 0.025 <= metrics["test_bytes_fraction"] <= 0.075 and "test_fraction" not in result.stderr
     assert len(list((tmp_path / "data" / "shards" / "bookcorpus").glob("train_*.parquet"))) == 4
 
     missing = subprocess.run(
@@ -303,6 +304,27 @@ def test_shard_stage(tmp_path):
     assert (
         missing.stderr.strip().splitlines()[-1]
         == "error: data/clean/wikipedia: not found; run the stage that writes it first"
+    )
+
+
+def test_a_test_share_far_from_test_fraction_is_said(tmp_path):
+    """Six documents, one of them large: the test shard takes whole documents, so its share of the
+    bytes cannot come near shard.test_fraction 0.05; the stage says so and records the share."""
+    texts = synthetic_documents(6, seed=3)
+    write_table(tmp_path / "data" / "clean" / "bookcorpus", texts)
+    write_params(tmp_path, {"shard.num_train_shards": 2})
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    result = subprocess.run([sys.executable, "-m", "stages.shard", "bookcorpus"], cwd=tmp_path, env=env,
+                            capture_output=True, text=True, timeout=120)  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    metrics = json.loads((tmp_path / "metrics" / "shard_bookcorpus.json").read_text())
+    share = metrics["test_bytes_fraction"]
+    assert share > 0.075 and metrics["test_documents"] >= 1
+    warnings = [line for line in result.stderr.splitlines() if "shard.test_fraction" in line]
+    assert len(warnings) == 1 and f"the test shards hold {100 * share:.1f}% of the bytes" in warnings[0]
+    assert (
+        f"({metrics['test_documents']} of {metrics['documents']} documents) against shard.test_fraction 0.05"
+        in warnings[0]
     )
 
 

@@ -158,3 +158,19 @@ def test_inter_slices_cover_every_row_once(num_rows):
 def test_missing_shards_is_a_user_error(tmp_path):
     with pytest.raises(UserError, match="run the `shard` stage"):
         train_shards(tmp_path, ["wikipedia"])
+
+
+@pytest.mark.parametrize("next_sentence", [True, False])
+def test_the_stage_line_gives_the_random_next_share_only_with_nsp(tmp_path, next_sentence):
+    """`stages.examples` says what share of its pairs are random next segments, and says nothing of
+    them in an MLM-only run (examples.next_sentence: false), which has no pairs to count."""
+    from tests.support.stage_workspace import run_stage, set_params
+    from tests.test_faults import _examples_workspace
+
+    root = _examples_workspace(tmp_path)
+    set_params(root, {"examples.next_sentence": next_sentence})
+    result = run_stage(root, "stages.examples", "phase1")
+    assert result.returncode == 0, result.stderr[-3000:]
+    line = next(line for line in result.stderr.splitlines() if "instances in" in line)
+    assert ("% random next" in line) == next_sentence, line
+    assert line.endswith(" tokens (intra mixing)") != next_sentence, line
