@@ -129,7 +129,7 @@ def test_repro_is_complete_then_a_noop_then_reruns_exactly_the_dependents(clone)
 
     set_params(clone, {"predict.n_best_size": 10})
     third = dvc("repro", cwd=clone)
-    assert stages_run(third.stdout) == ["predict_squad", "evaluate_squad"]
+    assert stages_run(third.stdout) == ["sources", "predict_squad", "evaluate_squad"]
     run(["git", "checkout", "params.yaml", "dvc.lock", "metrics"], cwd=clone)
     dvc("checkout", cwd=clone)
 
