@@ -332,6 +332,11 @@ def test_an_unchanged_file_is_not_read_again(tmp_path, monkeypatch):
     (folder / "d.txt").unlink()
     manifest()
     assert str(folder / "d.txt") not in json.loads(cache.read_text())  # the cache forgets what is gone
+    for damaged in (json.dumps({os.path.realpath(folder / "a.txt"): [1, 2]}), "not JSON"):
+        cache.write_text(damaged)  # a cache, so a damaged one is read past
+        reads.clear()
+        assert manifest() == {name: second[name] for name in ("a.txt", "b.txt", "c.txt")}
+        assert sorted(reads) == ["a.txt", "b.txt", "c.txt"]
 
 
 # The stages' rules (stages/layout.py OUTPUT_ROOTS) in a test's folder, with params.yaml's follow_links true.

@@ -72,7 +72,7 @@ class HashCache:
         identity = [info.st_dev, info.st_ino, info.st_size, info.st_mtime_ns, info.st_ctime_ns]
         real = os.path.realpath(path)
         cached = self.entries.get(real)
-        if isinstance(cached, list) and cached[:5] == identity:
+        if isinstance(cached, list) and len(cached) == 6 and cached[:5] == identity:
             return info.st_size, cached[5]
         size, digest = file_digest(path, shown)
         # The identity from before the read: a file written meanwhile has another one, and is read again.
