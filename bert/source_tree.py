@@ -1,18 +1,18 @@
-"""A local source: a regular file, or a folder of them, walked and checked before anything links,
-copies or reads it. The one walker of a user's files (the `sources` stage's links, the download
+"""A local source: a regular file, or a folder of them, walked and checked before anything hashes,
+copies or reads it. The one walker of a user's files (the `sources` stage's manifests, the download
 stages' copies, the corpus readers' folders).
 
-Everything below a source folder is looked at, sub-folders and hidden files included, because DVC
-hashes all of it through the `sources` stage's link (bert.download.source_links): an entry it cannot hash
-would hang every `dvc status` (DVC opens and reads a FIFO or a device to the end, which never
-comes) or stop it with a raw error (a link that leads nowhere). So each entry must be
+Everything below a source folder is looked at, sub-folders and hidden files included, because the
+`sources` stage hashes all of it into its manifest (bert.download.manifest), and an entry that cannot
+be read to its end would hang it (a FIFO waits for a writer that never comes, a device never ends)
+or stop it with a raw error (a link that leads nowhere). So each entry must be
 
 - a regular file, or a folder (walked; a folder is never entered through a link, so the walk ends);
 - a symbolic link to a regular file inside the source folder, or anywhere when the caller allows
   it (`Rules.follow_links`, params.yaml's follow_links): otherwise a link to /etc/passwd in a corpus
   folder would be copied into data/raw unseen;
-- a symbolic link to a folder: skipped, and named (`SourceTree.skipped`): DVC does not walk a linked
-  folder inside a folder, so its files could not be tracked;
+- a symbolic link to a folder: skipped, and named (`SourceTree.skipped`): a walk that entered linked
+  folders could loop, or leave the folder unseen;
 
 and anything else is refused with one line naming the entry and the fix: FIFOs, sockets, devices,
 links that dangle or loop, links leaving the folder without follow_links. A source also may not lie
@@ -116,7 +116,7 @@ def walk_source(source: str, path: Path, rules: Rules, param: str = "") -> Sourc
     files, skipped = _walk(path, real, rules, lambda name: f"{prefix}{_child(source, name)}")
     if skipped:
         log.warning(
-            "%s%s: not followed, as DVC would not track their files: %s (links to folders; give such a "
+            "%s%s: not followed, as links to folders never are: %s (give such a "
             "folder as a source of its own, or link its files)",
             prefix,
             shown,
@@ -151,7 +151,7 @@ def _walk(root: Path, real_root: Path, rules: Rules, shown) -> tuple[list[str], 
             else:
                 raise UserError(
                     f"{shown(name)} is {_kind(mode)}; a source folder holds regular files and folders only "
-                    "(DVC would hang or fail hashing it): remove it"
+                    "(reading it could hang or fail): remove it"
                 )
     return sorted(files, key=_path_order), sorted(skipped, key=_path_order)
 
@@ -179,7 +179,7 @@ def _link_leads_to_a_file(link: Path, real_root: Path, rules: Rules, shown: str)
     if stat.S_ISREG(info.st_mode) or stat.S_ISDIR(info.st_mode):
         return stat.S_ISREG(info.st_mode)
     raise UserError(
-        f"{shown} is a symbolic link to {_kind(info.st_mode)}; remove it (DVC would hang or fail hashing it)"
+        f"{shown} is a symbolic link to {_kind(info.st_mode)}; remove it (reading it could hang or fail)"
     )
 
 

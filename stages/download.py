@@ -8,6 +8,7 @@ data/raw/<corpus> appears, complete, only at the end.
 import argparse
 import logging
 
+from bert.download.manifest import Manifest
 from bert.download.staging import staged
 from bert.errors import UserError, run_main
 from bert.source_tree import Rules
@@ -28,7 +29,8 @@ def main() -> None:
     spec = params.corpora[corpus]
     out_dir = RAW_DIR / corpus
     rules = Rules(params.follow_links, layout.OUTPUT_ROOTS, bundled=(layout.SAMPLE,))
-    with staged(out_dir, {"sources": spec.sources, "checksums": spec.checksums}, rules) as staging:
+    manifest = Manifest.read(layout.corpus_sources(corpus), f"corpora.{corpus}.sources", spec.sources)
+    with staged(out_dir, {"sources": spec.sources, "checksums": spec.checksums}, rules, manifest) as staging:
         files = staging.fetch_many(spec.sources, spec.checksums or None)
         staging.publish({path.name: path for path in files})
     size = sum(path.stat().st_size for path in out_dir.iterdir())

@@ -2,6 +2,7 @@
 
 from pathlib import Path
 
+from bert.download.manifest import Manifest
 from bert.download.staging import staged
 from bert.errors import UserError, run_main
 from bert.source_tree import Rules
@@ -18,7 +19,8 @@ def main() -> None:
     files = params.squad.sources[version]
     sources = {"train.json": files.train, "dev.json": files.dev}
     rules = Rules(params.follow_links, layout.OUTPUT_ROOTS, bundled=(layout.SAMPLE,))
-    with staged(OUT_DIR, sources, rules) as staging:
+    manifest = Manifest.read(layout.SQUAD_SOURCES, f"squad.sources.{version}", [files.train, files.dev])
+    with staged(OUT_DIR, sources, rules, manifest) as staging:
         for name, source in sources.items():
             target = staging.fetch(source, name)
             try:

@@ -13,6 +13,7 @@ import argparse
 import logging
 from pathlib import Path
 
+from bert.download.manifest import Manifest
 from bert.download.staging import Staging, staged
 from bert.errors import run_main
 from bert.inputs import read_zip_members
@@ -34,7 +35,9 @@ def main() -> None:
     task = with_source_files(published, vars(settings.splits), f"tasks.{published.name}.splits")
     out_dir = TASKS_DIR / task.name
     rules = Rules(params.follow_links, layout.OUTPUT_ROOTS, bundled=(layout.SAMPLE,))
-    with staged(out_dir, {"sources": settings.sources, "checksums": settings.checksums}, rules) as staging:
+    manifest = Manifest.read(layout.task_sources(task.name), f"tasks.{task.name}.sources", settings.sources)
+    sources = {"sources": settings.sources, "checksums": settings.checksums}
+    with staged(out_dir, sources, rules, manifest) as staging:
         files = staging.fetch_many(settings.sources, settings.checksums or None, into="downloads")
         for path in files:
             if path.suffix == ".zip":

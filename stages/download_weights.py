@@ -13,6 +13,7 @@ import contextlib
 import logging
 from pathlib import Path
 
+from bert.download.manifest import Manifest
 from bert.download.staging import Staging, publish, staged
 from bert.download.transport import SourceNotFound
 from bert.errors import UserError, run_main
@@ -54,9 +55,10 @@ def main() -> None:
         return
     base = params.weights[name].rstrip("/")
     rules = Rules(params.follow_links, layout.OUTPUT_ROOTS, bundled=(layout.SAMPLE,))
-    with staged(out_dir, {"base": base}, rules) as staging:
+    manifest = Manifest.read(layout.weights_sources(name), f"weights.{name}", [params.weights[name]])
+    with staged(out_dir, {"base": base}, rules, manifest) as staging:
         staging.came_from(staging.folder, base)  # the folder's checks name the weights as written
-        staging.walk(base)  # a local folder is checked whole, as DVC hashes it whole through its link
+        staging.walk(base)  # a local folder is checked whole, as the `sources` stage hashed it whole
         fetched = [fetch(base, file, staging) for file in REQUIRED]
         fetched.append(fetch_first(base, WEIGHT_FILES, staging, name))
         for file in OPTIONAL:

@@ -16,8 +16,11 @@ SQUAD_DIR = DATA / "squad"
 SQUAD_TRAIN = SQUAD_DIR / "train.json"
 SQUAD_DEV = SQUAD_DIR / "dev.json"
 SQUAD_PREDICTIONS = DATA / "predictions"
-SOURCES = DATA / "sources"  # links to the local sources params name, for DVC to hash (stages/sources.py)
-SQUAD_SOURCES = SOURCES / "squad"
+SOURCES = DATA / "sources"  # manifests of the local sources params name, for DVC to hash (stages/sources.py)
+SQUAD_SOURCES = SOURCES / "squad.json"
+# The sources' file digests by file identity, so an unchanged file is not read again (bert.download.manifest):
+# machine-local state, neither a DVC output nor in git (.gitignore).
+SOURCE_HASHES = DATA / "source_hashes.json"
 CLEAN_DIR = DATA / "clean"  # the cleaned document tables, one folder per corpus (stage clean)
 # The clean stage's dep follows clean.decontaminate: data/decontaminate/<mode>. Under `remove` that is
 # the evaluation texts (stage eval_texts), so pretraining depends on the evaluation sets; `off` and
@@ -37,15 +40,15 @@ def raw(corpus: str) -> Path:
 
 
 def corpus_sources(corpus: str) -> Path:
-    return SOURCES / "corpora" / corpus
+    return SOURCES / "corpora" / f"{corpus}.json"
 
 
 def task_sources(task: str) -> Path:
-    return SOURCES / "tasks" / task
+    return SOURCES / "tasks" / f"{task}.json"
 
 
 def weights_sources(name: str) -> Path:
-    return SOURCES / "weights" / name
+    return SOURCES / "weights" / f"{name}.json"
 
 
 def documents(corpus: str) -> Path:

@@ -1,26 +1,28 @@
-"""Stage sources: data/sources/, links to the local sources params.yaml names, which DVC hashes.
+"""Stage sources: data/sources/, a manifest of the local sources of each download stage, which DVC hashes.
 
     python -m stages.sources
 
-Each download stage depends on its slot here (docs/pipeline.md#tracking-local-sources):
-corpora/<corpus> (download@<corpus>), tasks/<task> (download_task@<task>, the tasks of tasks.run),
-squad (download_squad: squad.version's train and dev) and weights/<name> (download_weights@<name>:
-the entries finetune.init and pretrain.phases start from; the others' slots stand for nothing, as those stages fetch nothing).
-A slot is a link to the one local source, or a folder with a link per local file and sources.txt
-(bert.download.source_links). DVC follows the links when it hashes a stage's dependencies, so `dvc status`
-names the download stage whose local files changed, and `dvc repro` reruns it and what depends on
-it; remote sources (URLs) are never contacted here, so `dvc status` works offline. The links are
-committed with the project (cache: false), as a cloned project needs them to be up to date.
-Every local source is walked first (bert.source_tree, params.yaml's follow_links): one DVC could not
-hash (a FIFO, a device, a link that dangles or loops, a pipeline output) is refused in one line, and
-no slot is published (docs/pipeline.md#what-a-local-source-may-be).
+It runs at every `dvc repro` (always_changed), before the downloads; each download stage depends on
+its manifest here (docs/pipeline.md#tracking-local-sources): corpora/<corpus>.json
+(download@<corpus>), tasks/<task>.json (download_task@<task>, the tasks of tasks.run), squad.json
+(download_squad: squad.version's train and dev) and weights/<name>.json (download_weights@<name>:
+the entries finetune.init and pretrain.phases start from; the others' list no source, as those
+stages fetch nothing). A manifest lists every source as given, and each local file's path, size and
+SHA-256 (bert.download.manifest), so an edited, added or removed file changes exactly its
+download's manifest, and DVC never opens a user's file. Remote sources (URLs) are listed, never
+contacted. Digests are cached by file identity in data/source_hashes.json, so an unchanged corpus is
+not read again.
+Every local source is walked first (bert.source_tree, params.yaml's follow_links): a FIFO, a device,
+a link that dangles, loops or leaves its folder, a pipeline output, or a source that is gone is
+refused in one line naming the param, and no manifest is published
+(docs/pipeline.md#what-a-local-source-may-be).
 """
 
 import logging
 
 from bert.atomic import atomic_folder
-from bert.download.source_links import link_sources
-from bert.download.transport import local_path
+from bert.download.manifest import HashCache, build_manifest, write_manifest
+from bert.download.transport import human, local_path
 from bert.errors import run_main
 from bert.source_tree import Rules
 from stages import layout
@@ -35,7 +37,7 @@ def main() -> None:
     squad = params.squad.sources[version]
     fetched = (params.finetune.init, params.pretrain_start)
     weights = {name: [url] if name in fetched else [] for name, url in params.weights.items()}
-    slots = {
+    manifests = {
         **{
             layout.corpus_sources(corpus): (spec.sources, f"corpora.{corpus}.sources")
             for corpus, spec in params.corpora.items()
@@ -48,18 +50,29 @@ def main() -> None:
         **{layout.weights_sources(name): (urls, f"weights.{name}") for name, urls in weights.items()},
     }
     rules = Rules(params.follow_links, layout.OUTPUT_ROOTS, bundled=(layout.SAMPLE,))
+    hashes = HashCache.load(layout.SOURCE_HASHES)
+    try:
+        built = {
+            path: build_manifest(sources, name, rules, hashes) for path, (sources, name) in manifests.items()
+        }
+    finally:  # what was read is not read again, even when a later source is refused
+        hashes.save()
     with atomic_folder(layout.SOURCES) as building:
-        for slot, (sources, name) in slots.items():
-            link_sources(building / slot.relative_to(layout.SOURCES), sources, name, rules)
-            remote = [source for source in sources if local_path(source) is None]
-            if remote:
-                log.info(
-                    "%s: %s tracked by URL and checksum only; `dvc repro -f -s` its download stage to fetch "
-                    "it again (docs/pipeline.md#remote-sources)",
-                    name,
-                    ", ".join(remote),
-                )
-    log.info("%s: %d slots", layout.SOURCES, len(slots))
+        for path, manifest in built.items():
+            write_manifest(building / path.relative_to(layout.SOURCES), manifest)
+    for sources, name in manifests.values():
+        remote = [source for source in sources if local_path(source) is None]
+        if remote:
+            log.info(
+                "%s: %s tracked by URL and checksum only; `dvc repro -f -s` its download stage to fetch it "
+                "again (docs/pipeline.md#remote-sources)",
+                name,
+                ", ".join(remote),
+            )
+    log.info(
+        "%s: %d manifests; %d file(s) read (%s), the others unchanged since hashed",
+        layout.SOURCES, len(manifests), hashes.read, human(hashes.read_bytes),
+    )  # fmt: skip
 
 
 if __name__ == "__main__":

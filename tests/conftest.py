@@ -56,7 +56,8 @@ LONGEST_FIRST = [
     "test_faults.py",  # 115
     "test_dag.py",  # 90
     "test_compute_stages.py",  # 85
-    "test_sources.py",  # 65
+    "test_sources.py",  # 65 (2026-12-05, manifests: 194 alone under other jobs' load)
+    "test_fuzz_inputs.py",  # 2026-12-05: 55 for its DVC folder-events property test alone, under load
     "tasks/test_stages.py",  # 60
     "squad/test_stages.py",  # 50
     "test_distributed.py",  # 45

@@ -510,3 +510,107 @@ def test_download_squad_stage(tmp_path_factory, data):
     files = {"train": "sources/train.json", "dev": "sources/dev.json"}
     set_params(root, {"squad.sources": {"v1.1": files, "v2.0": files}, "squad.version": "v2.0"})
     assert_stage_fails_cleanly_or_publishes(root, ("stages.download_squad",), "data/squad")
+
+
+# ---- a corpus folder's life, in any order, through the real DVC commands (issue 49) ----------------
+
+# What a user does to a corpus folder between DVC commands: `run` is `dvc repro download@books`,
+# `status` is `dvc status`; the rest change the folder (wherever it is: `delete` moves it away,
+# `restore` back; `fifo` puts a named pipe into it, `fix` removes the pipe).
+FOLDER_EVENTS = ["run", "status", "add", "edit", "remove", "fifo", "fix", "delete", "restore"]
+FIRST_BOOKS = 2
+
+
+@pytest.fixture(scope="module")
+def books_project(tmp_path_factory) -> Path:
+    """A project whose one corpus is a folder of the user's books, downloaded once."""
+    from tests.support.dvc_commands import dvc
+    from tests.support.stage_workspace import copy_project
+
+    base = tmp_path_factory.mktemp("books-project")
+    root = copy_project(base / "project")
+    books = base / "books"
+    set_params(root, {"corpora": {"books": {"kind": "text", "columns": [], "sources": [str(books)], "checksums": []}},
+                      "mixing.weights": {"books": 1.0}})  # fmt: skip
+    reset_books(books)
+    dvc(root, "repro", "download@books")
+    return root
+
+
+def reset_books(books: Path) -> None:
+    """The folder as the fixture downloaded it, at its place (bytes equal: its manifest is too)."""
+    for folder in (books, books.with_name("books-away")):
+        shutil.rmtree(folder, ignore_errors=True)
+    books.mkdir()
+    for book in sorted((SAMPLE / "books/txt").glob("*.txt"))[:FIRST_BOOKS]:
+        shutil.copy(book, books / book.name)
+
+
+def apply_event(event: str, books: Path, away: Path) -> None:
+    folder = books if books.exists() else away
+    texts = sorted(folder.glob("*.txt"))
+    if event == "add":
+        (folder / f"added-{len(texts)}.txt").write_text(f"An added book, the {len(texts)}th.\n")
+    elif event == "edit":
+        texts[0].write_text(texts[0].read_text() + "An edited line.\n")
+    elif event == "remove" and len(texts) > 1:
+        texts[-1].unlink()
+    elif event == "fifo" and not (folder / "pipe").exists():
+        os.mkfifo(folder / "pipe")
+    elif event == "fix":
+        (folder / "pipe").unlink(missing_ok=True)
+    elif event == "delete" and books.exists():
+        books.rename(away)
+    elif event == "restore" and away.exists():
+        away.rename(books)
+
+
+def check_repro(project: Path, books: Path) -> None:
+    """`dvc repro download@books` ends, and: a missing folder or a FIFO in it is one line of the
+    `sources` stage naming the param and entry; otherwise data/raw/books holds the folder's books,
+    and the download ran only if they changed."""
+    from tests.support.dvc_commands import error_lines, run_dvc, stages_run
+
+    raw = project / "data/raw/books"
+    published = {path.name: path.read_bytes() for path in raw.iterdir()}
+    done = run_dvc(project, "repro", "download@books", timeout=120)
+    if not books.exists():
+        assert done.returncode != 0 and error_lines(done.stderr) == [
+            f"error: params.yaml: corpora.books.sources: {books} does not exist"
+        ], done.stderr
+    elif (books / "pipe").exists():
+        assert done.returncode != 0 and error_lines(done.stderr) == [
+            f"error: corpora.books.sources: {books}/pipe is a named pipe (FIFO); a source folder holds regular "
+            "files and folders only (reading it could hang or fail): remove it"
+        ], done.stderr
+    else:
+        assert done.returncode == 0, done.stderr
+        wanted = {path.name: path.read_bytes() for path in books.glob("*.txt")}
+        assert {path.name: path.read_bytes() for path in raw.iterdir()} == wanted
+        if wanted == published:
+            assert "download@books" not in stages_run(done.stdout), done.stdout
+
+
+@settings(fuzz, max_examples=2 if QUICK else 100)  # seconds of DVC per event
+@given(events=st.lists(st.sampled_from(FOLDER_EVENTS), min_size=1, max_size=4))
+@example(events=["fifo", "status", "run", "fix", "run"])
+@example(events=["run", "delete", "status", "run", "restore", "edit", "run"])
+def test_a_corpus_folder_changed_in_any_order_never_hangs_dvc_and_reruns_exactly_its_download(
+    books_project, events
+):
+    """Runs, added, edited and removed books, a FIFO put in and taken out, the folder moved away and
+    back, in any order: no DVC command hangs (each has a timeout) or fails but `dvc repro` on a
+    FIFO or a missing folder, in one line of the `sources` stage; every good `dvc repro` leaves
+    data/raw/books equal to the folder. Each example starts from the folder the fixture downloaded."""
+    from tests.support.dvc_commands import run_dvc
+
+    books = books_project.parent / "books"
+    reset_books(books)
+    for event in [*events, "status"]:
+        if event == "run":
+            check_repro(books_project, books)
+        elif event == "status":
+            done = run_dvc(books_project, "status", timeout=60)
+            assert done.returncode == 0, done.stderr
+        else:
+            apply_event(event, books, books.with_name("books-away"))

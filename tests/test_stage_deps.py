@@ -55,7 +55,7 @@ def stages_by_dep(root: Path = REPO) -> dict[str, set[str]]:
 def test_an_edit_to_the_downloader_reruns_only_what_downloads():
     """The layers DVC reruns by: the downloader (transport, checksums, staging) is imported by the
     download stages, the vocabulary (Google's is downloaded) and `sources` (which reads a source's
-    local path the way the transport does, and whose links do not change when the code does), and
+    local path the way the transport does, and whose manifests do not change when the code does), and
     by nothing that trains, predicts or evaluates, so fixing a download bug never retrains a model."""
     depending = stages_by_dep()
 

@@ -61,7 +61,7 @@ def fetch(
         path = local_path(source)
         log.info("copying %s -> %s", path, dest)
         version = {"stat": local_version(path)}  # before the copy: a change during it shows next time
-        digest = copy_local(path, part, algorithm)
+        digest, version["sha256"] = copy_local(path, part, algorithm)
     if expected:
         if digest != expected[1]:
             remove_part(part)

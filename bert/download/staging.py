@@ -17,6 +17,7 @@ from pathlib import Path
 from bert.atomic import atomic_folder
 from bert.download.checksums import expected_checksum
 from bert.download.fetch import fetch
+from bert.download.manifest import Manifest
 from bert.download.transport import (
     BACKOFF_SECONDS,
     RETRIES,
@@ -70,8 +71,8 @@ def is_current(source: str, target: Path, checksum: str | None, record: dict, op
     if checksum:  # the bytes were verified against it; the same expected sum means the same file
         algorithm, digest = expected_checksum(source, checksum, **options)
         return record.get("checksum") == f"{algorithm}:{digest}"
-    if not is_url(source):
-        return record.get("stat") == local_version(local_path(source))
+    if not is_url(source):  # (the SHA-256 of the copy is checked against the sources' manifest)
+        return record.get("stat") == local_version(local_path(source)) and "sha256" in record
     return unchanged_on_server(source, record, **options)
 
 
@@ -124,17 +125,24 @@ def _plan(
 class Staging:
     """A download stage's staging folder (`staged`), and where each file in it came from, so that
     every message names the source as the user wrote it (a URL or path in params.yaml, plus the
-    member of an archive), never the staging copy, which is gone by the time they read it."""
+    member of an archive), never the staging copy, which is gone by the time they read it. Local
+    sources are checked against the stage's `manifest` (bert.download.manifest) when it has one."""
 
-    def __init__(self, folder: Path, out_dir: Path, rules: Rules):
-        self.folder, self.out_dir, self.rules = folder, out_dir, rules
+    def __init__(self, folder: Path, out_dir: Path, rules: Rules, manifest: Manifest | None):
+        self.folder, self.out_dir, self.rules, self.manifest = folder, out_dir, rules, manifest
         self.origins: dict[Path, str] = {}
 
     def walk(self, source: str) -> SourceTree | None:
-        """The local source `source` walked under the stage's rules (bert.source_tree): a folder is
-        checked whole, as DVC hashes it whole. None for a URL."""
+        """The local source `source` walked under the stage's rules (bert.source_tree), holding the
+        files its manifest lists (a folder is checked whole, as the `sources` stage hashed it whole).
+        None for a URL."""
         path = local_path(source)
-        return None if path is None else walk_source(source, path, self.rules)
+        if path is None:
+            return None
+        tree = walk_source(source, path, self.rules)
+        if self.manifest is not None:
+            self.manifest.check_tree(tree)
+        return tree
 
     def fetch(self, source: str, name: str, checksum: str | None = None) -> Path:
         """`source` as `name` in the staging folder (download_staged), checked to be what its name
@@ -146,6 +154,8 @@ class Staging:
         target = self.folder / name
         self.origins[target] = str(source)
         download_staged(source, target, checksum)
+        if tree is not None and self.manifest is not None:
+            self._check_listed(source, target)
         self._check_content(target)
         return target
 
@@ -153,6 +163,8 @@ class Staging:
         self, sources: Sequence[str], checksums: Sequence[str | None] | None = None, into: str = ""
     ) -> list[Path]:
         """Every file of `sources` (see download_many) under `into` in the staging folder."""
+        for source in sources:
+            self.walk(source)  # a folder holds the files its manifest lists
         return [
             self.fetch(item, str(Path(into) / name) if into else name, checksum)
             for item, name, checksum in _plan(sources, checksums, self.rules)
@@ -186,6 +198,16 @@ class Staging:
         publish(files, self.out_dir)
         remove_staging(self.folder)
 
+    def _check_listed(self, source: str, target: Path) -> None:
+        """The bytes copied from `source` (their SHA-256, in the record download_staged keeps) are
+        the ones its manifest lists."""
+        record = read_meta(target.with_name(f".{target.name}.source.json"))
+        try:
+            self.manifest.check_file(source, record.get("size"), record.get("sha256"))
+        except UserError:
+            self.discard(target)
+            raise
+
     def _check_content(self, target: Path) -> None:
         try:
             check_content(target, self.origins[target])
@@ -195,13 +217,15 @@ class Staging:
 
 
 @contextmanager
-def staged(out_dir: str | Path, sources: object, rules: Rules) -> Iterator[Staging]:
+def staged(
+    out_dir: str | Path, sources: object, rules: Rules, manifest: Manifest | None = None
+) -> Iterator[Staging]:
     """The staging area of a download stage that publishes `out_dir`: files collect in
     `staging_dir(out_dir, sources)` (kept across failed runs, so a re-run resumes), the stage reads
     and checks them there, then calls `Staging.publish`. Local sources are walked under `rules`
-    (bert.source_tree). A UserError raised inside names the sources as written, not their
-    staging copies."""
-    staging = Staging(staging_dir(out_dir, sources), Path(out_dir), rules)
+    (bert.source_tree) and checked against `manifest` when given. A UserError raised inside names
+    the sources as written, not their staging copies."""
+    staging = Staging(staging_dir(out_dir, sources), Path(out_dir), rules, manifest)
     try:
         yield staging
     except UserError as error:

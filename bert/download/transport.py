@@ -159,8 +159,11 @@ def hash_file(path: Path, algorithm: str, limit: int | None = None) -> "hashlib.
 # --- local copy ----------------------------------------------------------------------------------
 
 
-def copy_local(path: Path, part: Path, algorithm: str | None) -> str | None:
+def copy_local(path: Path, part: Path, algorithm: str | None) -> tuple[str | None, str]:
+    """Copy `path` to `part`; the digest of the checksum's `algorithm` (None without one) and the
+    SHA-256 of the bytes copied (a download checks it against its sources' manifest)."""
     hasher = hashlib.new(algorithm) if algorithm else None
+    content = hashlib.sha256()
     # Local copies are fast and cannot be cut by a network, so they always start from byte 0.
     with (
         open_regular(path, str(path)) as source,  # never a FIFO's wait nor a device's endless bytes
@@ -169,10 +172,11 @@ def copy_local(path: Path, part: Path, algorithm: str | None) -> str | None:
     ):
         while chunk := source.read(CHUNK_SIZE):
             out.write(chunk)
+            content.update(chunk)
             if hasher:
                 hasher.update(chunk)
             bar.update(len(chunk))
-    return hasher.hexdigest() if hasher else None
+    return (hasher.hexdigest() if hasher else None), content.hexdigest()
 
 
 # --- HTTP ----------------------------------------------------------------------------------------

@@ -115,7 +115,7 @@ def run_stage(
 def copy_project(root: Path) -> Path:
     """A new DVC project at `root`: the working tree's tracked and unignored files (.dvc/ included;
     without dvc.lock, metrics and curves, so no stage has run), committed in a new git repository.
-    Links (data/sources) are copied as links."""
+    Links are copied as links."""
     listed = subprocess.run(
         ["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"],
         cwd=REPO, capture_output=True, text=True, check=True,
