@@ -200,6 +200,28 @@ def test_corpora_are_params(project):
     }
 
 
+def test_the_documented_reset_after_an_experiment_works_in_a_fresh_clone(tmp_path):
+    """docs/experiments.md's reset, in a clone whose cache never held the committed demo's outputs,
+    after an experiment that changed params, the lock, a metric and an output: it exits 0 with no
+    ERROR, the tracked files are the commit's again, and the experiment's output has left the
+    workspace (dvc status: not in cache, so dvc repro builds the commit's)."""
+    console = (REPO / "docs/experiments.md").read_text(encoding="utf-8")
+    (reset,) = re.findall(r"^\$ (git checkout .*dvc checkout.*)$", console, flags=re.MULTILINE)
+    clone = copy_project(tmp_path / "clone", with_results=True)
+    set_params(clone, {"squad.recipe.learning_rate": 0.003})
+    (clone / "metrics/glue.json").write_text('{"score": 1.0}', encoding="utf-8")
+    (clone / "data/tasks/rte").mkdir(parents=True)
+    (clone / "data/tasks/rte/train.tsv").write_text("an experiment's output\n", encoding="utf-8")
+    # Cached, as dvc exp run caches what it builds, and the lock rewritten.
+    run([str(BIN / "dvc"), "commit", "--force", "download_task@rte"], cwd=clone)
+    assert run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=clone).stdout.strip()
+    done = run(["bash", "-c", reset], cwd=clone)
+    assert "ERROR" not in done.stdout + done.stderr, done.stdout + done.stderr
+    assert run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=clone).stdout == ""
+    assert not (clone / "data/tasks/rte").exists()
+    assert "not in cache" in run([str(BIN / "dvc"), "status", "download_task@rte"], cwd=clone).stdout
+
+
 @pytest.mark.slow
 def test_wikipedia_only_data_pipeline_runs(project):
     """One corpus is a complete pipeline: its documents, shards, vocabulary and examples."""
