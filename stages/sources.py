@@ -4,7 +4,7 @@
 
 Each download stage depends on its slot here (docs/pipeline.md#tracking-local-sources):
 corpora/<corpus> (download@<corpus>), tasks/<task> (download_task@<task>, the tasks of tasks.run),
-squad (download_squad: squad.version's train and dev) and weights/<name> (download_weights@<name>:
+squad (download_squad@<version>: the train and dev of the version squad.run names, if any) and weights/<name> (download_weights@<name>:
 the entries finetune.init and pretrain.phases start from; the others' slots stand for nothing, as those stages fetch nothing).
 A slot is a link to the one local source, or a folder with a link per local file and sources.txt
 (bert.download.source_links). DVC follows the links when it hashes a stage's dependencies, so `dvc status`
@@ -31,8 +31,6 @@ log = logging.getLogger("stages.sources")
 
 def main() -> None:
     params = load_params()
-    version = params.squad.version
-    squad = params.squad.sources[version]
     fetched = (params.finetune.init, params.pretrain_start)
     weights = {name: [url] if name in fetched else [] for name, url in params.weights.items()}
     slots = {
@@ -44,9 +42,11 @@ def main() -> None:
             layout.task_sources(task): (getattr(params.tasks, task).sources, f"tasks.{task}.sources")
             for task in params.tasks.run
         },
-        layout.SQUAD_SOURCES: ([squad.train, squad.dev], f"squad.sources.{version}"),
         **{layout.weights_sources(name): (urls, f"weights.{name}") for name, urls in weights.items()},
     }
+    for version in params.squad.run:  # none when SQuAD is left out (squad.run: [])
+        squad = params.squad.sources[version]
+        slots[layout.SQUAD_SOURCES] = ([squad.train, squad.dev], f"squad.sources.{version}")
     rules = Rules(params.follow_links, layout.OUTPUT_ROOTS, bundled=(layout.SAMPLE,))
     with atomic_folder(layout.SOURCES) as building:
         for slot, (sources, name) in slots.items():

@@ -10,6 +10,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pyarrow.parquet as pq
 import pytest
 import torch
 import yaml
@@ -79,7 +80,7 @@ def project(tmp_path) -> Path:
 
 
 def test_only_decontaminate_remove_puts_the_evaluation_sets_upstream_of_pretraining(project):
-    evaluation = {"eval_texts", "download_squad", "download_task@rte"}
+    evaluation = {"eval_texts", "download_squad@v1.1", "download_task@rte"}
     report = set(planned(project, "pretrain@phase1"))  # the default, report
     assert {"clean", "shard@wikipedia"} <= report and not evaluation & report
     assert evaluation <= set(planned(project, "contamination"))
@@ -97,7 +98,7 @@ def test_released_weights_need_no_corpus_and_no_pretraining(project):
     set_params(project, {"finetune.init": "google-base-uncased"})
     released = planned(project, "finetune_squad")
     assert sorted(released) == [
-        "download_squad", "download_weights@google-base-uncased", "finetune_squad", "sources"
+        "download_squad@v1.1", "download_weights@google-base-uncased", "finetune_squad@v1.1", "sources"
     ]  # fmt: skip
     # SWAG and GLUE start from the same weights, and the GLUE score needs only the tasks tasks.run names.
     swag = planned(project, "evaluate_task@swag")
@@ -119,14 +120,14 @@ def test_pretraining_from_released_weights_follows_them(project):
     stages = planned(project, "finetune_squad")
     assert "init_random" not in stages
     assert {"download@wikipedia", "download_weights@google-base-uncased", "vocab", "examples@phase1",
-            "pretrain@phase1", "pretrain@phase2", "finetune_squad"} <= set(stages)  # fmt: skip
+            "pretrain@phase1", "pretrain@phase2", "finetune_squad@v1.1"} <= set(stages)  # fmt: skip
     assert not [
         stage for stage in stages if stage.startswith("download_weights@") and stage.endswith("-cased")
     ]
     edges = run([str(BIN / "dvc"), "dag", "--md", "finetune_squad"], cwd=project).stdout
     names = dict(re.findall(r'(node\d+)\["([^"]+)"\]', edges))
     arrows = {(names[a], names[b]) for a, b in re.findall(r"(node\d+)-->(node\d+)", edges)}
-    path = ["vocab", "examples@phase1", "pretrain@phase1", "pretrain@phase2", "finetune_squad"]
+    path = ["vocab", "examples@phase1", "pretrain@phase1", "pretrain@phase2", "finetune_squad@v1.1"]
     assert ("download_weights@google-base-uncased", "pretrain@phase1") in arrows
     assert all((a, b) in arrows for a, b in zip(path, path[1:])), sorted(arrows)
 
@@ -152,6 +153,37 @@ def test_one_phase_plans_no_other(project):
     listed = run([str(BIN / "dvc"), "stage", "list", "--name-only"], cwd=project).stdout.split()
     assert "pretrain@phase1" in listed and not [stage for stage in listed if stage.endswith("@phase2")]
     assert {"init_random", "examples@phase1", "pretrain@phase1"} <= set(planned(project, "finetune_squad"))
+
+
+SQUAD_STAGES = re.compile(r"^(download_squad|finetune_squad|predict_squad|evaluate_squad|benchmark)(@|$)")
+
+
+def test_squad_can_be_left_out(project):
+    """squad.run: [] leaves no SQuAD stage in the DAG, the evaluation texts (the contamination
+    report's) come from the tasks alone, and the tasks still get the weights finetune.init names."""
+    listed = run([str(BIN / "dvc"), "stage", "list", "--name-only"], cwd=project).stdout.split()
+    assert sorted(filter(SQUAD_STAGES.match, listed)) == [
+        "benchmark@v1.1", "download_squad@v1.1", "evaluate_squad@v1.1", "finetune_squad@v1.1", "predict_squad@v1.1"
+    ]  # fmt: skip
+    set_params(project, {"squad.run": [], "tasks.run": {"rte": "finetune.init"}})
+    listed = run([str(BIN / "dvc"), "stage", "list", "--name-only"], cwd=project).stdout.split()
+    assert not list(filter(SQUAD_STAGES.match, listed)) and "evaluate_task@rte" in listed
+    assert sorted(planned(project, "contamination")) == [
+        "clean", "contamination", "documents@bookcorpus", "documents@wikipedia", "download@bookcorpus",
+        "download@wikipedia", "download_task@rte", "eval_texts", "sources",
+    ]  # fmt: skip
+    assert "pretrain@phase2" in planned(project, "evaluate_task@rte")
+    set_params(project, {"finetune.init": "google-base-uncased"})
+    assert "download_weights@google-base-uncased" in planned(project, "evaluate_task@rte")
+    output = run([str(BIN / "dvc"), "repro", "eval_texts"], cwd=project).stdout
+    assert sorted(re.findall(r"Running stage '([^']+)'", output)) == [
+        "download_task@rte",
+        "eval_texts",
+        "sources",
+    ]
+    texts = pq.read_table(project / "data/decontaminate/remove/eval_texts.parquet").column("set").to_pylist()
+    assert set(texts) == {"rte"}
+    assert not (project / "data/sources/squad").exists()
 
 
 def test_every_curve_folder_persists_across_reruns():
@@ -258,11 +290,11 @@ def test_fine_tune_only_run_from_a_real_checkpoint(project, minilm_dir):
     output = run([str(BIN / "dvc"), "repro", "evaluate_squad"], cwd=project).stdout
     ran = re.findall(r"Running stage '([^']+)'", output)
     assert sorted(ran) == [
-        "download_squad",
+        "download_squad@v1.1",
         "download_weights@minilm",
-        "evaluate_squad",
-        "finetune_squad",
-        "predict_squad",
+        "evaluate_squad@v1.1",
+        "finetune_squad@v1.1",
+        "predict_squad@v1.1",
         "sources",
     ]
     assert not any(CORPUS_STAGES.match(stage) for stage in ran)
