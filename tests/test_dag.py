@@ -254,6 +254,33 @@ def test_the_documented_reset_after_an_experiment_works_in_a_fresh_clone(tmp_pat
     assert "not in cache" in run([str(BIN / "dvc"), "status", "download_task@rte"], cwd=clone).stdout
 
 
+def test_metrics_and_curves_of_stages_taken_out_of_the_dag_leave(tmp_path):
+    """A task removed from tasks.run and SQuAD left out: `dvc metrics show` lists only the current
+    stages' metrics, and scripts.prune_outputs removes the committed files of the others (the
+    curves dvc.yaml's plots would still draw), keeping every current stage's."""
+    clone = copy_project(tmp_path / "clone", with_results=True)
+    prune = [sys.executable, "-m", "scripts.prune_outputs"]
+    assert "nothing to remove" in run(prune, cwd=clone).stdout  # the demo's: every file is current
+    set_params(clone, {"squad.run": [], "tasks.run": {"rte": "finetune.init"}})
+    shown = json.loads(run([str(BIN / "dvc"), "metrics", "show", "--json"], cwd=clone).stdout)
+    files = {path for revision in shown.values() for path in revision["data"]}
+    assert {"metrics/tasks/rte.json", "metrics/finetune_task/rte.json", "metrics/glue.json"} <= files
+    assert not {path for path in files if "squad" in path or "benchmark" in path or "cola" in path}
+    named = run([*prune, "--dry-run"], cwd=clone).stdout
+    assert "would remove dvclive/finetune_squad/" in named and (clone / "dvclive/finetune_squad").is_dir()
+    removed = run(prune, cwd=clone).stdout
+    assert {"metrics/squad.json", "metrics/benchmark.json", "metrics/finetune_squad.json",
+            "metrics/tasks/cola.json", "dvclive/finetune_task/cola/"} <= set(removed.replace("removed ", "").split())  # fmt: skip
+    left = {
+        str(path.relative_to(clone))
+        for root in ("metrics", "dvclive")
+        for path in (clone / root).rglob("*.json")
+    }
+    assert not {path for path in left if "squad" in path or "benchmark" in path or "cola" in path}
+    assert {"metrics/tasks/rte.json", "dvclive/finetune_task/rte/metrics.json", "metrics/clean.json"} <= left
+    assert "nothing to remove" in run(prune, cwd=clone).stdout
+
+
 @pytest.mark.slow
 def test_wikipedia_only_data_pipeline_runs(project):
     """One corpus is a complete pipeline: its documents, shards, vocabulary and examples."""
