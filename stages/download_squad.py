@@ -1,4 +1,6 @@
-"""Stage download_squad: fetch SQuAD train/dev of params.squad.version into data/squad/{train,dev}.json."""
+"""Stage download_squad@<version>: fetch the SQuAD train/dev of the version squad.run names into
+data/squad/{train,dev}.json, two outputs beside the folder's committed README (the folder is there
+without SQuAD too, as the eval_texts stage depends on it)."""
 
 from pathlib import Path
 
@@ -28,7 +30,7 @@ def main() -> None:
             except UserError:
                 staging.discard(target)  # so the re-run fetches the fixed file, not this one again
                 raise
-        staging.publish({name: staging.folder / name for name in sources})
+        staging.publish_beside({name: staging.folder / name for name in sources})
 
 
 def check_version(path: Path, source: str, version: str) -> None:
@@ -41,7 +43,7 @@ def check_version(path: Path, source: str, version: str) -> None:
     found = dataset.get("version") or dataset_version(dataset)
     if str(found).lstrip("v") != version.lstrip("v"):
         raise UserError(
-            f"{source}: SQuAD version {found!r} in the file, but squad.version is {version!r}; "
+            f"{source}: SQuAD version {found!r} in the file, but squad.run runs {version!r}; "
             f"point squad.sources.{version} at the {version} files"
         )
     if dataset.get("data") != []:  # an empty file is the fine-tuning stage's to refuse (no questions)

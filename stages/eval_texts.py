@@ -1,7 +1,7 @@
 """Stage eval_texts: the evaluation texts this DAG scores on -> data/decontaminate/remove/.
 
-SQuAD's dev contexts and questions (data/squad/dev.json) and every dev split of each task in
-`tasks.run` (its texts: sentences, questions, SWAG's contexts and endings), one Parquet table of
+SQuAD's dev contexts and questions (data/squad/dev.json, when squad.run names a version) and every
+dev split of each task in `tasks.run` (its texts: sentences, questions, SWAG's contexts and endings), one Parquet table of
 (set, text) for decontamination: the contamination report reads it, and so does the clean stage
 under `clean.decontaminate: remove` (then, and only then, pretraining depends on it).
 """
@@ -17,12 +17,13 @@ from stages.params import load_params
 def main() -> None:
     params = load_params()
     texts: dict[str, list[str]] = {}
-    contexts = {}
-    questions = []
-    for example in load_examples(layout.SQUAD_DEV):
-        contexts.setdefault(example.context, None)
-        questions.append(example.question)
-    texts["squad"] = [*contexts, *questions]
+    if params.squad.run:  # else data/squad holds its README alone, or files of an earlier run
+        contexts = {}
+        questions = []
+        for example in load_examples(layout.SQUAD_DEV):
+            contexts.setdefault(example.context, None)
+            questions.append(example.question)
+        texts["squad"] = [*contexts, *questions]
     for name in params.tasks.run:
         task = task_named(name)
         for split in task.dev_splits:

@@ -11,12 +11,15 @@ BertForMultipleChoice for SWAG, BertForSequenceClassification for GLUE), checkpo
 data/checkpoints/tasks/<task>/ (resumed), dvclive/finetune_task/<task>/,
 metrics/finetune_task/<task>.json. With tasks.<task>.seeds, one run per seed: the first seed's
 model and figures in those places, each other's in seed-<seed>/ below the model, checkpoints and
-curves (figures: dvclive/finetune_task/<task>/seed-<seed>.json), and seeds.json beside the model.
+curves (figures: dvclive/finetune_task/<task>/seed-<seed>.json), and seeds.json beside the model;
+the curve folder keeps only the current runs' curves (clear_curves_of_other_runs).
 With distributed.nproc_per_node x nnodes > 1 the stage starts itself again under torchrun, as
 finetune_squad does.
 """
 
 import logging
+import re
+import shutil
 import sys
 
 from bert.atomic import write_json
@@ -54,6 +57,8 @@ def main() -> None:
 
 def run(task: Task, params: Params, distributed: Distributed) -> None:
     settings = getattr(params.tasks, task.name)
+    if distributed.is_main:
+        clear_curves_of_other_runs(task.name, settings.seeds)
     if not settings.seeds:  # one run with the recipe's seed, where it always wrote
         run_seed(task, params, distributed)
         return
@@ -61,6 +66,26 @@ def run(task: Task, params: Params, distributed: Distributed) -> None:
         run_seed(task, params, distributed, seed, Place.of(task.name, seed, first=index == 0))
     if distributed.is_main:
         write_json(layout.model(task.name) / layout.SEEDS_FILE, {"seeds": settings.seeds})
+
+
+def clear_curves_of_other_runs(task: str, seeds: list[int]) -> None:
+    """The task's curve folder holds the runs of these seeds alone (or the one run, without seeds).
+    DVC keeps the folder across runs (persist: true, so that a resumed run keeps its curves) and
+    each run clears only its own place in it, so the one run of before would stay beside the seeds'
+    folders, or a seed dropped from the list beside the others, and dvc plots would draw them."""
+    folder = layout.live(task)
+    if not folder.is_dir():
+        return
+    marks = {layout.seed_folder(seed) for seed in seeds}
+    for entry in sorted(folder.iterdir()):
+        of_a_seed = re.fullmatch(r"seed-\d+(\.json)?", entry.name) is not None
+        kept = entry.name.removesuffix(".json") in marks if seeds else not of_a_seed
+        if not kept:
+            log.info("%s: not a run of tasks.%s.seeds %s; removed", entry, task, seeds)
+            if entry.is_dir() and not entry.is_symlink():
+                shutil.rmtree(entry)
+            else:
+                entry.unlink()
 
 
 def run_seed(

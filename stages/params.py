@@ -50,6 +50,7 @@ MOVED = {
     "pretrain.init": "where pretraining starts is now pretrain.phases' first entry (phase1: random, or a key of weights)",
     "tasks.<task>.init": "a task's start is now its entry in tasks.run (tasks.run.<task>: finetune.init, or an earlier task)",
     "tasks.run": "tasks.run maps each task to its start ({swag: finetune.init, rte: mnli, ...})",
+    "squad.version": "the SQuAD version run is now squad.run's entry: [v1.1], [v2.0], or [] for no SQuAD",
 }
 YAML_BOOLEAN_TRAP = "YAML reads an unquoted no/off/yes/on as a boolean"
 
@@ -210,12 +211,23 @@ SquadVersion = Literal["v1.1", "v2.0"]
 
 @dataclass
 class Squad:
-    sources: dict[SquadVersion, SquadFiles]  # only `version`'s entry is needed
-    version: SquadVersion
+    # The SQuAD version fine-tuned and evaluated on, as a list so that dvc.yaml's SQuAD stages are a
+    # `foreach` over it (DVC's templates have no conditionals): [v1.1], [v2.0], or [] for no SQuAD.
+    run: list[SquadVersion]
+    sources: dict[SquadVersion, SquadFiles]  # only the entry of the version run is needed
     max_seq_length: Annotated[int, Range(low=8)]
     doc_stride: Count
     max_query_length: Count
     recipe: RecipeOverride  # over finetune.recipe
+
+    @property
+    def version(self) -> SquadVersion:
+        """The version run, for the SQuAD stages (which exist only when squad.run names one)."""
+        if not self.run:
+            raise UserError(
+                "params.yaml: squad.run is []: SQuAD is not run; set squad.run: [v1.1] (or [v2.0])"
+            )
+        return self.run[0]
 
 
 @dataclass(frozen=True)
@@ -649,9 +661,11 @@ def _check(params: Params) -> None:
         f"model.size is {size!r}; allowed: {', '.join(PRESETS)}, or a Hugging Face config.json or its folder",
     )
     require(
-        params.squad.version in params.squad.sources,
-        f"squad.sources has no entry for squad.version {params.squad.version}",
+        len(params.squad.run) <= 1,
+        f"squad.run is {params.squad.run}; it names one SQuAD version ([v1.1] or [v2.0]), or none ([]: no SQuAD)",
     )
+    for version in params.squad.run:
+        require(version in params.squad.sources, f"squad.sources has no entry for {version} (squad.run)")
     require(
         params.squad.doc_stride < params.squad.max_seq_length,
         f"squad.doc_stride is {params.squad.doc_stride}; it must be less than squad.max_seq_length "

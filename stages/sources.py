@@ -5,7 +5,7 @@
 It runs at every `dvc repro` (always_changed), before the downloads; each download stage depends on
 its manifest here (docs/pipeline.md#tracking-local-sources): corpora/<corpus>.json
 (download@<corpus>), tasks/<task>.json (download_task@<task>, the tasks of tasks.run), squad.json
-(download_squad: squad.version's train and dev) and weights/<name>.json (download_weights@<name>:
+(download_squad@<version>: the train and dev of the version squad.run names, if any) and weights/<name>.json (download_weights@<name>:
 the entries finetune.init and pretrain.phases start from; the others' list no source, as those
 stages fetch nothing). A manifest lists every source as given, and each local file's path, size and
 SHA-256 (bert.download.manifest), so an edited, added or removed file changes exactly its
@@ -33,8 +33,6 @@ log = logging.getLogger("stages.sources")
 
 def main() -> None:
     params = load_params()
-    version = params.squad.version
-    squad = params.squad.sources[version]
     fetched = (params.finetune.init, params.pretrain_start)
     weights = {name: [url] if name in fetched else [] for name, url in params.weights.items()}
     manifests = {
@@ -46,9 +44,11 @@ def main() -> None:
             layout.task_sources(task): (getattr(params.tasks, task).sources, f"tasks.{task}.sources")
             for task in params.tasks.run
         },
-        layout.SQUAD_SOURCES: ([squad.train, squad.dev], f"squad.sources.{version}"),
         **{layout.weights_sources(name): (urls, f"weights.{name}") for name, urls in weights.items()},
     }
+    for version in params.squad.run:  # none when SQuAD is left out (squad.run: [])
+        squad = params.squad.sources[version]
+        manifests[layout.SQUAD_SOURCES] = ([squad.train, squad.dev], f"squad.sources.{version}")
     rules = Rules(params.follow_links, layout.OUTPUT_ROOTS, bundled=(layout.SAMPLE,))
     hashes = HashCache.load(layout.SOURCE_HASHES)
     try:

@@ -273,13 +273,13 @@ def squad_source(data) -> Callable[[Path], None]:
 
 
 def squad_v2_source(train_qas: list) -> Callable[[Path], None]:
-    """squad.version v2.0, its sources local files: the train file holds `train_qas`."""
+    """squad.run [v2.0], its sources local files: the train file holds `train_qas`."""
 
     def build(root: Path) -> None:
         write_json(root, "sources/train.json", squad_json(train_qas, "v2.0"))
         write_json(root, "sources/dev.json", squad_json([QUESTION, UNANSWERABLE], "v2.0"))
         files = {"train": "sources/train.json", "dev": "sources/dev.json"}
-        set_params(root, {"squad.version": "v2.0", "squad.sources": {"v1.1": files, "v2.0": files}})
+        set_params(root, {"squad.run": ["v2.0"], "squad.sources": {"v1.1": files, "v2.0": files}})
 
     return build
 
@@ -564,7 +564,7 @@ CASES = [
     Case("squad-json-list", DOWNLOAD_SQUAD, squad_source([QUESTION]), ("sources/train.json", "not a SQuAD JSON file", "list"),
          "data/squad", fix=squad_source(squad_json([QUESTION]))),
     Case("squad-v2-for-v1", DOWNLOAD_SQUAD, squad_source(squad_json([QUESTION], "v2.0")),
-         ("sources/train.json", "'v2.0' in the file", "squad.version is 'v1.1'"), "data/squad",
+         ("sources/train.json", "'v2.0' in the file", "squad.run runs 'v1.1'"), "data/squad",
          fix=squad_source(squad_json([QUESTION]))),
     # SQuAD: finetune_squad / predict_squad read the questions
     Case("squad-no-questions", FINETUNE, finetune_project(squad_json([QUESTION]) | {"data": []}),

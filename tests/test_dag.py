@@ -10,6 +10,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pyarrow.parquet as pq
 import pytest
 import torch
 import yaml
@@ -79,7 +80,7 @@ def project(tmp_path) -> Path:
 
 
 def test_only_decontaminate_remove_puts_the_evaluation_sets_upstream_of_pretraining(project):
-    evaluation = {"eval_texts", "download_squad", "download_task@rte"}
+    evaluation = {"eval_texts", "download_squad@v1.1", "download_task@rte"}
     report = set(planned(project, "pretrain@phase1"))  # the default, report
     assert {"clean", "shard@wikipedia"} <= report and not evaluation & report
     assert evaluation <= set(planned(project, "contamination"))
@@ -97,7 +98,7 @@ def test_released_weights_need_no_corpus_and_no_pretraining(project):
     set_params(project, {"finetune.init": "google-base-uncased"})
     released = planned(project, "finetune_squad")
     assert sorted(released) == [
-        "download_squad", "download_weights@google-base-uncased", "finetune_squad", "sources"
+        "download_squad@v1.1", "download_weights@google-base-uncased", "finetune_squad@v1.1", "sources"
     ]  # fmt: skip
     # SWAG and GLUE start from the same weights, and the GLUE score needs only the tasks tasks.run names.
     swag = planned(project, "evaluate_task@swag")
@@ -119,14 +120,14 @@ def test_pretraining_from_released_weights_follows_them(project):
     stages = planned(project, "finetune_squad")
     assert "init_random" not in stages
     assert {"download@wikipedia", "download_weights@google-base-uncased", "vocab", "examples@phase1",
-            "pretrain@phase1", "pretrain@phase2", "finetune_squad"} <= set(stages)  # fmt: skip
+            "pretrain@phase1", "pretrain@phase2", "finetune_squad@v1.1"} <= set(stages)  # fmt: skip
     assert not [
         stage for stage in stages if stage.startswith("download_weights@") and stage.endswith("-cased")
     ]
     edges = run([str(BIN / "dvc"), "dag", "--md", "finetune_squad"], cwd=project).stdout
     names = dict(re.findall(r'(node\d+)\["([^"]+)"\]', edges))
     arrows = {(names[a], names[b]) for a, b in re.findall(r"(node\d+)-->(node\d+)", edges)}
-    path = ["vocab", "examples@phase1", "pretrain@phase1", "pretrain@phase2", "finetune_squad"]
+    path = ["vocab", "examples@phase1", "pretrain@phase1", "pretrain@phase2", "finetune_squad@v1.1"]
     assert ("download_weights@google-base-uncased", "pretrain@phase1") in arrows
     assert all((a, b) in arrows for a, b in zip(path, path[1:])), sorted(arrows)
 
@@ -152,6 +153,37 @@ def test_one_phase_plans_no_other(project):
     listed = run([str(BIN / "dvc"), "stage", "list", "--name-only"], cwd=project).stdout.split()
     assert "pretrain@phase1" in listed and not [stage for stage in listed if stage.endswith("@phase2")]
     assert {"init_random", "examples@phase1", "pretrain@phase1"} <= set(planned(project, "finetune_squad"))
+
+
+SQUAD_STAGES = re.compile(r"^(download_squad|finetune_squad|predict_squad|evaluate_squad|benchmark)(@|$)")
+
+
+def test_squad_can_be_left_out(project):
+    """squad.run: [] leaves no SQuAD stage in the DAG, the evaluation texts (the contamination
+    report's) come from the tasks alone, and the tasks still get the weights finetune.init names."""
+    listed = run([str(BIN / "dvc"), "stage", "list", "--name-only"], cwd=project).stdout.split()
+    assert sorted(filter(SQUAD_STAGES.match, listed)) == [
+        "benchmark@v1.1", "download_squad@v1.1", "evaluate_squad@v1.1", "finetune_squad@v1.1", "predict_squad@v1.1"
+    ]  # fmt: skip
+    set_params(project, {"squad.run": [], "tasks.run": {"rte": "finetune.init"}})
+    listed = run([str(BIN / "dvc"), "stage", "list", "--name-only"], cwd=project).stdout.split()
+    assert not list(filter(SQUAD_STAGES.match, listed)) and "evaluate_task@rte" in listed
+    assert sorted(planned(project, "contamination")) == [
+        "clean", "contamination", "documents@bookcorpus", "documents@wikipedia", "download@bookcorpus",
+        "download@wikipedia", "download_task@rte", "eval_texts", "sources",
+    ]  # fmt: skip
+    assert "pretrain@phase2" in planned(project, "evaluate_task@rte")
+    set_params(project, {"finetune.init": "google-base-uncased"})
+    assert "download_weights@google-base-uncased" in planned(project, "evaluate_task@rte")
+    output = run([str(BIN / "dvc"), "repro", "eval_texts"], cwd=project).stdout
+    assert sorted(re.findall(r"Running stage '([^']+)'", output)) == [
+        "download_task@rte",
+        "eval_texts",
+        "sources",
+    ]
+    texts = pq.read_table(project / "data/decontaminate/remove/eval_texts.parquet").column("set").to_pylist()
+    assert set(texts) == {"rte"}
+    assert not (project / "data/sources/squad").exists()
 
 
 def test_every_curve_folder_persists_across_reruns():
@@ -200,6 +232,55 @@ def test_corpora_are_params(project):
     }
 
 
+def test_the_documented_reset_after_an_experiment_works_in_a_fresh_clone(tmp_path):
+    """docs/experiments.md's reset, in a clone whose cache never held the committed demo's outputs,
+    after an experiment that changed params, the lock, a metric and an output: it exits 0 with no
+    ERROR, the tracked files are the commit's again, and the experiment's output has left the
+    workspace (dvc status: not in cache, so dvc repro builds the commit's)."""
+    console = (REPO / "docs/experiments.md").read_text(encoding="utf-8")
+    (reset,) = re.findall(r"^\$ (git checkout .*dvc checkout.*)$", console, flags=re.MULTILINE)
+    clone = copy_project(tmp_path / "clone", with_results=True)
+    set_params(clone, {"squad.recipe.learning_rate": 0.003})
+    (clone / "metrics/glue.json").write_text('{"score": 1.0}', encoding="utf-8")
+    (clone / "data/tasks/rte").mkdir(parents=True)
+    (clone / "data/tasks/rte/train.tsv").write_text("an experiment's output\n", encoding="utf-8")
+    # Cached, as dvc exp run caches what it builds, and the lock rewritten.
+    run([str(BIN / "dvc"), "commit", "--force", "download_task@rte"], cwd=clone)
+    assert run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=clone).stdout.strip()
+    done = run(["bash", "-c", reset], cwd=clone)
+    assert "ERROR" not in done.stdout + done.stderr, done.stdout + done.stderr
+    assert run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=clone).stdout == ""
+    assert not (clone / "data/tasks/rte").exists()
+    assert "not in cache" in run([str(BIN / "dvc"), "status", "download_task@rte"], cwd=clone).stdout
+
+
+def test_metrics_and_curves_of_stages_taken_out_of_the_dag_leave(tmp_path):
+    """A task removed from tasks.run and SQuAD left out: `dvc metrics show` lists only the current
+    stages' metrics, and scripts.prune_outputs removes the committed files of the others (the
+    curves dvc.yaml's plots would still draw), keeping every current stage's."""
+    clone = copy_project(tmp_path / "clone", with_results=True)
+    prune = [sys.executable, "-m", "scripts.prune_outputs"]
+    assert "nothing to remove" in run(prune, cwd=clone).stdout  # the demo's: every file is current
+    set_params(clone, {"squad.run": [], "tasks.run": {"rte": "finetune.init"}})
+    shown = json.loads(run([str(BIN / "dvc"), "metrics", "show", "--json"], cwd=clone).stdout)
+    files = {path for revision in shown.values() for path in revision["data"]}
+    assert {"metrics/tasks/rte.json", "metrics/finetune_task/rte.json", "metrics/glue.json"} <= files
+    assert not {path for path in files if "squad" in path or "benchmark" in path or "cola" in path}
+    named = run([*prune, "--dry-run"], cwd=clone).stdout
+    assert "would remove dvclive/finetune_squad/" in named and (clone / "dvclive/finetune_squad").is_dir()
+    removed = run(prune, cwd=clone).stdout
+    assert {"metrics/squad.json", "metrics/benchmark.json", "metrics/finetune_squad.json",
+            "metrics/tasks/cola.json", "dvclive/finetune_task/cola/"} <= set(removed.replace("removed ", "").split())  # fmt: skip
+    left = {
+        str(path.relative_to(clone))
+        for root in ("metrics", "dvclive")
+        for path in (clone / root).rglob("*.json")
+    }
+    assert not {path for path in left if "squad" in path or "benchmark" in path or "cola" in path}
+    assert {"metrics/tasks/rte.json", "dvclive/finetune_task/rte/metrics.json", "metrics/clean.json"} <= left
+    assert "nothing to remove" in run(prune, cwd=clone).stdout
+
+
 @pytest.mark.slow
 def test_wikipedia_only_data_pipeline_runs(project):
     """One corpus is a complete pipeline: its documents, shards, vocabulary and examples."""
@@ -236,11 +317,11 @@ def test_fine_tune_only_run_from_a_real_checkpoint(project, minilm_dir):
     output = run([str(BIN / "dvc"), "repro", "evaluate_squad"], cwd=project).stdout
     ran = re.findall(r"Running stage '([^']+)'", output)
     assert sorted(ran) == [
-        "download_squad",
+        "download_squad@v1.1",
         "download_weights@minilm",
-        "evaluate_squad",
-        "finetune_squad",
-        "predict_squad",
+        "evaluate_squad@v1.1",
+        "finetune_squad@v1.1",
+        "predict_squad@v1.1",
         "sources",
     ]
     assert not any(CORPUS_STAGES.match(stage) for stage in ran)

@@ -508,7 +508,7 @@ def test_download_squad_stage(tmp_path_factory, data):
     file_with(root, "sources/train.json", SQUAD_DEV)
     file_with(root, "sources/dev.json", dev)
     files = {"train": "sources/train.json", "dev": "sources/dev.json"}
-    set_params(root, {"squad.sources": {"v1.1": files, "v2.0": files}, "squad.version": "v2.0"})
+    set_params(root, {"squad.sources": {"v1.1": files, "v2.0": files}, "squad.run": ["v2.0"]})
     assert_stage_fails_cleanly_or_publishes(root, ("stages.download_squad",), "data/squad")
 
 

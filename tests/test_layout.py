@@ -45,9 +45,11 @@ def expected_outputs(params: dict) -> set[str]:
         list(params["pretrain"]["phases"]),
         params["tasks"]["run"],
     )
-    paths = {layout.VOCAB_DIR, layout.SQUAD_DIR, layout.model("squad"), layout.live("squad"),
-             layout.training_metrics("squad"), layout.SQUAD_PREDICTIONS, layout.metrics("squad"),
-             layout.metrics("benchmark"), layout.metrics("glue"), layout.SOURCES}  # fmt: skip
+    paths = {layout.VOCAB_DIR, layout.metrics("glue"), layout.SOURCES}
+    if params["squad"]["run"]:  # the SQuAD stages, when squad.run names a version
+        paths |= {layout.SQUAD_TRAIN, layout.SQUAD_DEV, layout.model("squad"), layout.live("squad"),
+                  layout.training_metrics("squad"), layout.SQUAD_PREDICTIONS, layout.metrics("squad"),
+                  layout.metrics("benchmark")}  # fmt: skip
     paths |= {layout.CLEAN_DIR, layout.CLEAN_METRICS, layout.CLEAN_SAMPLES, layout.EVAL_TEXTS_DIR,
               layout.CONTAMINATION_METRICS}  # fmt: skip
     for corpus in corpora:

@@ -231,7 +231,13 @@ NAN, INF = math.nan, math.inf
         # choices
         ("finetune.precision", "fp8", ["finetune.precision is 'fp8'; allowed: fp32, bf16, fp16"]),
         ("mixing.mode", "blend", ["mixing.mode is 'blend'; allowed: intra, inter"]),
-        ("squad.version", 1.1, ["squad.version is 1.1; allowed: v1.1, v2.0"]),
+        ("squad.run", [1.1], ["squad.run[0] is 1.1; allowed: v1.1, v2.0"]),
+        ("squad.run", "v1.1", ["squad.run must be a list, not 'v1.1'"]),
+        (
+            "squad.run",
+            ["v1.1", "v2.0"],
+            ["squad.run is ['v1.1', 'v2.0']; it names one SQuAD version", "[]: no SQuAD"],
+        ),
         (
             "squad.sources",
             {"v3": {"train": "a", "dev": "b"}},
@@ -240,7 +246,7 @@ NAN, INF = math.nan, math.inf
         (
             "squad.sources",
             {"v2.0": {"train": "a", "dev": "b"}},
-            ["squad.sources has no entry for squad.version v1.1"],
+            ["squad.sources has no entry for v1.1 (squad.run)"],
         ),
         ("model.size", "huge", ["model.size is 'huge'; allowed: tiny, mini, base, large"]),
         (
@@ -473,12 +479,25 @@ def test_tasks_run_names_known_tasks_each_with_its_start(project):
     assert load_params().tasks.run == {"mnli": "finetune.init", "rte": "mnli", "mrpc": "mnli"}
 
 
+def test_squad_may_be_left_out(project):
+    """squad.run: [] is a pipeline of tasks alone; the SQuAD stages, which exist only with a version,
+    say so in one line if run by hand."""
+    write_params(project, {"squad.run": []})
+    params = load_params()
+    assert params.squad.run == []
+    with pytest.raises(
+        UserError, match=r"^params.yaml: squad.run is \[\]: SQuAD is not run; set squad.run: \[v1.1\]"
+    ):
+        _ = params.squad.version
+
+
 @pytest.mark.parametrize(
     "key, value, message",
     [
         ("pretrain.init", "random", "unknown key pretrain.init; where pretraining starts is now pretrain.phases' first entry"),
         ("tasks.rte.init", "mnli", "unknown key tasks.rte.init; a task's start is now its entry in tasks.run (tasks.run.rte: "),
         ("tasks.run", ["rte"], "tasks.run must be a mapping, not ['rte']; tasks.run maps each task to its start"),
+        ("squad.version", "v2.0", "unknown key squad.version; the SQuAD version run is now squad.run's entry: [v1.1], [v2.0], or []"),
     ],
 )  # fmt: skip
 def test_a_params_file_of_before_says_where_the_param_went(project, key, value, message):

@@ -28,7 +28,7 @@ from tests.support.stage_workspace import copy_project, run_stage, set_params
 
 REPO = Path(__file__).resolve().parents[1]
 SAMPLE = REPO / "data/sample"
-DOWNLOADS = ["download@books", "download_task@rte", "download_squad", "download_weights@mine",
+DOWNLOADS = ["download@books", "download_task@rte", "download_squad@v1.1", "download_weights@mine",
              "download_weights@other"]  # fmt: skip
 
 
@@ -148,9 +148,9 @@ def test_weights_replaced_in_place_rerun_the_download_finetune_init_names(projec
 def test_an_edited_squad_file_reruns_download_squad(project):
     dev = project.parent / "user/dev.json"
     assert changed_by(project, lambda: dev.write_text(dev.read_text().replace('"title"', '"title" ', 1))) == {
-        "download_squad"
+        "download_squad@v1.1"
     }
-    assert repro(project, "download_squad") == ["sources", "download_squad"]
+    assert repro(project, "download_squad") == ["sources", "download_squad@v1.1"]
 
 
 def test_the_bundled_sample_reruns_nothing_once_params_point_elsewhere(project):

@@ -15,7 +15,7 @@ def test_every_stage_lists_exactly_the_project_files_it_imports():
 def test_a_removed_dep_line_is_caught(tmp_path):
     """The check is not vacuous: drop one source file from one stage's deps and it names both."""
     text = (REPO / "dvc.yaml").read_text()
-    victim = "      - stages/evaluate_squad.py\n"
+    victim = "        - stages/evaluate_squad.py\n"
     assert victim in text
     for folder in ("bert", "stages", "bench", "sample_world"):
         if (REPO / folder).is_dir():
@@ -23,7 +23,7 @@ def test_a_removed_dep_line_is_caught(tmp_path):
     (tmp_path / "dvc.yaml").write_text(text.replace(victim, "", 1))
     (tmp_path / "params.yaml").symlink_to(REPO / "params.yaml")
     assert stage_dep_problems(tmp_path) == [
-        "stage evaluate_squad: imports stages/evaluate_squad.py, which its deps do not list"
+        "stage evaluate_squad@v1.1: imports stages/evaluate_squad.py, which its deps do not list"
     ]
 
 

@@ -103,7 +103,7 @@ def clone(tmp_path_factory) -> Path:
         *DATA_STAGES,
         "pretrain@phase1",
         "pretrain@phase2",
-        "evaluate_squad",
+        "evaluate_squad@v1.1",
         *(f"{stage}@{task}" for stage in TASK_STAGES for task in ("swag", "mnli", "stsb")),
         "glue_score",
     }
@@ -129,7 +129,7 @@ def test_repro_is_complete_then_a_noop_then_reruns_exactly_the_dependents(clone)
 
     set_params(clone, {"predict.n_best_size": 10})
     third = dvc("repro", cwd=clone)
-    assert stages_run(third.stdout) == ["sources", "predict_squad", "evaluate_squad"]
+    assert stages_run(third.stdout) == ["sources", "predict_squad@v1.1", "evaluate_squad@v1.1"]
     run(["git", "checkout", "params.yaml", "dvc.lock", "metrics"], cwd=clone)
     dvc("checkout", cwd=clone)
 
@@ -161,9 +161,12 @@ def test_an_edited_squad_dev_file_reruns_the_contamination_report_and_never_pret
     dev.write_bytes(original.replace(b'"question": "', b'"question": "Tell me: ', 1))
     try:
         ran = stages_run(dvc("repro", "eval_texts", cwd=clone).stdout)
-        assert {"download_squad", "eval_texts"} <= set(ran), ran
+        assert {"download_squad@v1.1", "eval_texts"} <= set(ran), ran
         changed = set(json.loads(dvc("status", "--json", cwd=clone).stdout))
-        assert {"contamination", "finetune_squad"} <= changed, changed
+        # Fine-tuning reads SQuAD's train file alone: an edited dev file reruns prediction, not training.
+        assert {"contamination", "predict_squad@v1.1"} <= changed and "finetune_squad@v1.1" not in changed, (
+            changed
+        )
         pretraining = {
             "clean",
             "shard@wikipedia",

@@ -208,6 +208,16 @@ class Staging:
             self.discard(target)
             raise
 
+    def publish_beside(self, files: Mapping[str, Path]) -> None:
+        """Move `files` ({name in the output: staged path}) into the output folder one by one, beside
+        what else it holds (a committed README), as each file is an output of its own; then delete
+        the staging folder. Each lands whole (one rename); a stage killed between two is not done,
+        and DVC runs it again."""
+        self.out_dir.mkdir(parents=True, exist_ok=True)
+        for name, path in files.items():
+            os.replace(path, self.out_dir / name)
+        remove_staging(self.folder)
+
     def _check_content(self, target: Path) -> None:
         try:
             check_content(target, self.origins[target])

@@ -473,7 +473,7 @@ def test_stage_download_squad_fetches_a_fixed_file_again(tmp_path):
     squad_file(train, "2.0")  # the wrong file behind the v1.1 name
     squad_file(dev, "1.1")
     sources = {"v1.1": {"train": str(train), "dev": str(dev)}, "v2.0": {"train": str(train), "dev": str(dev)}}
-    write_params(tmp_path, {"squad.sources": sources, "squad.version": "v1.1"})
+    write_params(tmp_path, {"squad.sources": sources, "squad.run": ["v1.1"]})
     result = run_stage(tmp_path, "stages.download_squad")
     assert result.returncode == 1 and "SQuAD version '2.0' in the file" in result.stderr
     train.write_text(json.dumps({"version": "1.1", "data": [], "fixed": True}))
@@ -499,14 +499,14 @@ def test_stage_download_squad(tmp_path):
             "dev": squad_file(tmp_path / "d2.json", "1.1"),
         },
     }
-    write_params(tmp_path, {"squad.sources": sources, "squad.version": "v1.1"})
+    write_params(tmp_path, {"squad.sources": sources, "squad.run": ["v1.1"]})
     result = run_stage(tmp_path, "stages.download_squad")
     assert result.returncode == 0, result.stderr
     assert leftovers(tmp_path / "data/squad") == ["dev.json", "train.json"]
-    write_params(tmp_path, {"squad.sources": sources, "squad.version": "v2.0"})
+    write_params(tmp_path, {"squad.sources": sources, "squad.run": ["v2.0"]})
     result = run_stage(tmp_path, "stages.download_squad")
     assert result.returncode == 1
-    assert "SQuAD version '1.1' in the file, but squad.version is 'v2.0'" in result.stderr
+    assert "SQuAD version '1.1' in the file, but squad.run runs 'v2.0'" in result.stderr
     assert (
         json.loads((tmp_path / "data/squad/train.json").read_text())["version"] == "1.1"
     )  # old output intact

@@ -29,7 +29,7 @@ def subset(source: Path, target: Path, articles: int) -> None:
 
 def make_project(root: Path, vocab_file: Path, version: str) -> Path:
     root.mkdir(parents=True)
-    squad = {"version": version, "max_seq_length": 64, "doc_stride": 32, "max_query_length": 16}
+    squad = {"run": [version], "max_seq_length": 64, "doc_stride": 32, "max_query_length": 16}
     finetune = {"init": "phase2", "log_every": 1, "save_every": 2}
     benchmark = {"batch_size": 2, "seq_length": 32, "warmup_steps": 0, "steps": 2, "dev_windows": 16}
     write_params(root, {**{f"squad.{key}": value for key, value in squad.items()},

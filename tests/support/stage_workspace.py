@@ -112,17 +112,18 @@ def run_stage(
     )
 
 
-def copy_project(root: Path) -> Path:
+def copy_project(root: Path, with_results: bool = False) -> Path:
     """A new DVC project at `root`: the working tree's tracked and unignored files (.dvc/ included;
-    without dvc.lock, metrics and curves, so no stage has run), committed in a new git repository.
-    Links are copied as links."""
+    without dvc.lock, metrics and curves, so no stage has run, unless `with_results`: then as a
+    fresh clone of the repository, whose lock names outputs its empty cache never held), committed
+    in a new git repository. Links are copied as links."""
     listed = subprocess.run(
         ["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"],
         cwd=REPO, capture_output=True, text=True, check=True,
     ).stdout  # fmt: skip
     for name in filter(None, listed.split("\0")):
         source = REPO / name
-        if name.startswith(("dvclive/", "metrics/")) or name == "dvc.lock":
+        if not with_results and (name.startswith(("dvclive/", "metrics/")) or name == "dvc.lock"):
             continue
         if source.is_symlink() or source.is_file():
             (root / name).parent.mkdir(parents=True, exist_ok=True)

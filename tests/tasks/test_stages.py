@@ -111,7 +111,14 @@ def test_a_task_of_each_kind_end_to_end(tmp_path, uncased_vocab):
                       "tasks.rte.recipe": {"epochs": 1, "global_batch_size": 16, "micro_batch_size": 16},
                       "tasks.rte.seeds": [7, 3]})  # fmt: skip
     run(root, "stages.download_task", "rte")
+    # The curves of runs of before (the one run without seeds, a seed since dropped), which DVC
+    # keeps in the folder (persist: true): the stage leaves only its own seeds' there.
+    curves = root / "dvclive/finetune_task/rte"
+    for stale in ("plots/metrics/train/loss.tsv", "metrics.json", "seed-9/metrics.json", "seed-9.json"):
+        (curves / stale).parent.mkdir(parents=True, exist_ok=True)
+        (curves / stale).write_text("{}", encoding="utf-8")
     log = run(root, "stages.finetune_task", "rte").stderr
+    assert sorted(entry.name for entry in curves.iterdir()) == ["seed-3", "seed-3.json", "seed-7"]
     assert "RTE starts from MNLI's model (data/models/tasks/mnli), its head re-initialised" in log
     assert "rte seed 7: init=tasks.mnli" in log and "rte seed 3: init=tasks.mnli" in log
     rte_model = root / "data/models/tasks/rte"
