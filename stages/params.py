@@ -437,20 +437,7 @@ def _build(kind, value, name: str):
             raise UserError(f"params.yaml: {label} is {_show(value)}; it must be {bounds.describe(base)}")
         return base(number)
     if origin is Literal:
-        allowed = typing.get_args(kind)
-        old, new = RESPELLED.get(name, (None, None))
-        if old is not None and (value == old or value is False):
-            raise UserError(
-                f"params.yaml: {label} is {_show(value)}: the value {old} is now spelled {new} (YAML reads a "
-                f"bare {old}, as `dvc exp run -S {label}={old}` writes it, as false); write {new}"
-            )
-        if isinstance(value, bool):
-            raise UserError(
-                f"params.yaml: {label} is {_show(value)}: {YAML_BOOLEAN_TRAP}; write {_quoted(allowed)}"
-            )
-        if value not in allowed:
-            raise UserError(f"params.yaml: {label} is {_show(value)}; allowed: {', '.join(allowed)}")
-        return value
+        return _build_word(typing.get_args(kind), value, label)
     if origin in (typing.Union, types.UnionType):
         options = typing.get_args(kind)
         if value is None and type(None) in options:
@@ -494,6 +481,23 @@ def _build(kind, value, name: str):
             raise UserError(f"params.yaml: {label} must be a string, not {_show(value)}")
         return str(value)
     raise TypeError(f"unsupported param type {kind} for {label}")
+
+
+def _build_word(allowed: tuple[str, ...], value, label: str) -> str:
+    """`value` when it is one of the words `allowed` (a Literal); else one line naming the param."""
+    old, new = RESPELLED.get(label, (None, None))
+    if old is not None and (value == old or value is False):
+        raise UserError(
+            f"params.yaml: {label} is {_show(value)}: the value {old} is now spelled {new} (YAML reads a "
+            f"bare {old}, as `dvc exp run -S {label}={old}` writes it, as false); write {new}"
+        )
+    if isinstance(value, bool):
+        raise UserError(
+            f"params.yaml: {label} is {_show(value)}: {YAML_BOOLEAN_TRAP}; write {_quoted(allowed)}"
+        )
+    if value not in allowed:
+        raise UserError(f"params.yaml: {label} is {_show(value)}; allowed: {', '.join(allowed)}")
+    return value
 
 
 def _build_override(kind, value, name: str) -> dict:
