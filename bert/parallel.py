@@ -17,14 +17,17 @@ Tasks are module-level functions of plain values (paths, numbers, lists), and a 
 A worker killed from outside (the OOM killer, kill -9): the local pool stops the stage with a
 UserError naming the task, instead of waiting forever for the dead worker's result; Dask runs the
 task again on another worker, and stops the stage the same way only when workers keep dying on
-it. As outputs are written through bert.atomic, nothing half-made is published.
+it. A Dask scheduler lost while the stage runs (killed, its machine gone) stops the stage with one
+line naming its address. As outputs are written through bert.atomic, nothing half-made is published.
 """
 
+import asyncio
+import logging
 import multiprocessing
 import os
 from collections import deque
 from collections.abc import Callable, Iterable, Iterator
-from concurrent.futures import ProcessPoolExecutor, wait
+from concurrent.futures import CancelledError, ProcessPoolExecutor, wait
 from concurrent.futures.process import BrokenProcessPool
 from itertools import count, islice
 
@@ -161,6 +164,9 @@ class ComputePool:
                 raise
             workers = max(len(self.client.scheduler_info().get("workers", {})), 1)
         self.tasks_ahead = TASKS_AHEAD_PER_WORKER * workers
+        client_log = logging.getLogger("distributed.client")
+        if not any(isinstance(each, _QuietLostConnection) for each in client_log.filters):
+            client_log.addFilter(_QuietLostConnection())
 
     def _map_dask(
         self, function: Callable, tasks: Iterable[tuple], describe: Callable[[tuple], str]
@@ -184,18 +190,34 @@ class ComputePool:
             task, future = pending[0]
             try:
                 result = future.result()
+                pending.popleft()
+                future.release()
+                submit(1)
             except KilledWorker:
                 raise UserError(
                     f"{describe(task)}: the Dask workers running it died, again on each retry (killed, or out "
                     "of memory? it, or a task beside it on the same worker); re-run the stage"
                 ) from None
-            pending.popleft()
-            future.release()
-            submit(1)
+            except CancelledError:  # Dask cancels every future of a client whose scheduler is gone
+                raise UserError(
+                    f"compute.scheduler {self.compute.scheduler}: the Dask scheduler at "
+                    f"{self.client.scheduler.address} was lost while {describe(task)} ran (stopped or killed, or "
+                    "its machine gone?); nothing was published: start the scheduler and its workers again, or "
+                    "set compute.scheduler: local, then re-run the stage"
+                ) from None
             yield result
 
 
 _maps = count()  # names Dask task keys apart, so two maps never share a result
+
+
+class _QuietLostConnection(logging.Filter):
+    """Drops the tracebacks Dask's client logs while it tries to reach a lost scheduler again: the
+    stage says it in one line (ComputePool._map_dask)."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        lost = record.exc_info and isinstance(record.exc_info[1], OSError | asyncio.CancelledError)
+        return not lost
 
 
 def run_tasks(

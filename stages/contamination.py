@@ -20,8 +20,8 @@ from stages.params import load_params
 def main() -> None:
     params = load_params()
     clean = params.clean
-    if clean.decontaminate == "off":
-        write_json(layout.CONTAMINATION_METRICS, {"decontaminate": "off"})
+    if clean.decontaminate == "none":
+        write_json(layout.CONTAMINATION_METRICS, {"decontaminate": "none"})
         return
     ngrams, too_short = eval_ngrams(
         read_eval_texts(layout.EVAL_TEXTS), clean.contamination_ngram, params.vocab.lower_case

@@ -8,6 +8,7 @@ metrics/documents_<corpus>.json.
 """
 
 import argparse
+from pathlib import Path
 
 from bert.atomic import write_json
 from bert.corpus.books import format_books
@@ -27,13 +28,28 @@ def main() -> None:
         raise UserError(f"params.yaml: no `corpora.{corpus}`; corpora: {', '.join(params.corpora)}")
     settings = params.corpora[corpus]
     if settings.kind == "task":
+        raw = layout.raw(corpus)
+        origins = sources_as_written(raw, settings.sources, f"corpora.{corpus}.sources")
         stats = format_task_text(
-            layout.raw(corpus), layout.documents(corpus), corpus, params.compute, settings.columns
+            raw, layout.documents(corpus), corpus, params.compute, settings.columns, origins
         )
     else:
         extract = {"wikipedia": extract_wikipedia, "text": format_books}[settings.kind]
         stats = extract(layout.raw(corpus), layout.documents(corpus), corpus, params.compute)
     write_json(layout.documents_metrics(corpus), stats.metrics())
+
+
+def sources_as_written(raw: Path, sources: list[str], param: str) -> dict[str, str]:
+    """How messages name each file of `raw` (a download's output, one file per source file): the
+    entry of `param` it was fetched from, as written there (a file or URL of that name, else that
+    file of a folder entry), and the param."""
+    origins = {}
+    for path in sorted(raw.iterdir()) if raw.is_dir() else []:
+        named = [entry for entry in sources if entry.rstrip("/").rsplit("/", 1)[-1] == path.name]
+        folders = [entry for entry in sources if (Path(entry.removeprefix("file://")) / path.name).is_file()]
+        origin = named[0] if named else f"{folders[0].rstrip('/')}/{path.name}" if folders else str(path)
+        origins[path.name] = f"{origin} ({param})"
+    return origins
 
 
 if __name__ == "__main__":

@@ -26,6 +26,11 @@ log = logging.getLogger("stages.download_weights")
 REQUIRED = ("config.json", "vocab.txt")
 WEIGHT_FILES = ("model.safetensors", "pytorch_model.bin")  # the first the folder has
 OPTIONAL = ("tokenizer_config.json",)
+FILES = (
+    *REQUIRED,
+    *WEIGHT_FILES,
+    *OPTIONAL,
+)  # what a weights folder holds: an entry naming one meant the folder
 
 
 def main() -> None:
@@ -56,17 +61,32 @@ def main() -> None:
     base = params.weights[name].rstrip("/")
     rules = Rules(params.follow_links, layout.OUTPUT_ROOTS, bundled=(layout.SAMPLE,))
     manifest = Manifest.read(layout.weights_sources(name), f"weights.{name}", [params.weights[name]])
+    try:  # every line names the param besides the files: the weights are fetched file by file
+        fetched = fetch_weights(base, out_dir, rules, manifest)
+    except UserError as error:
+        raise type(error)(f"weights.{name}: {error}") from None
+    log.info("%s: %s", out_dir, ", ".join(path.name for path in fetched))
+
+
+def fetch_weights(base: str, out_dir: Path, rules: Rules, manifest: Manifest) -> list[Path]:
+    """The folder `base` (a URL or local folder in Hugging Face format) checked and published as
+    `out_dir` (checked against the `sources` stage's `manifest` of it); the files fetched."""
     with staged(out_dir, {"base": base}, rules, manifest) as staging:
         staging.came_from(staging.folder, base)  # the folder's checks name the weights as written
-        staging.walk(base)  # a local folder is checked whole, as the `sources` stage hashed it whole
+        tree = staging.walk(base)  # a local folder is checked whole, as the `sources` stage hashed it whole
+        if (tree is not None and not tree.is_folder) or base.rsplit("/", 1)[-1] in FILES:
+            raise UserError(
+                f"{base} is a file, not the folder of the weights; name the folder that holds "
+                f"{', '.join(REQUIRED)} and {' or '.join(WEIGHT_FILES)}"
+            )
         fetched = [fetch(base, file, staging) for file in REQUIRED]
-        fetched.append(fetch_first(base, WEIGHT_FILES, staging, name))
+        fetched.append(fetch_first(base, WEIGHT_FILES, staging))
         for file in OPTIONAL:
             with contextlib.suppress(SourceNotFound):  # optional: older repositories lack it
                 fetched.append(fetch(base, file, staging))
         check_folder(staging.folder)  # publish nothing that would fail at fine-tuning
         staging.publish({path.name: path for path in fetched})
-    log.info("%s: %s", out_dir, ", ".join(path.name for path in fetched))
+    return fetched
 
 
 def check_folder(folder: Path) -> None:
@@ -90,13 +110,13 @@ def fetch(base: str, file: str, staging: Staging) -> Path:
     return staging.fetch(f"{base}/{file}", file)
 
 
-def fetch_first(base: str, files: tuple[str, ...], staging: Staging, name: str) -> Path:
+def fetch_first(base: str, files: tuple[str, ...], staging: Staging) -> Path:
     for file in files:
         try:
             return fetch(base, file, staging)
         except SourceNotFound:
             pass
-    raise UserError(f"{base}: has none of {', '.join(files)}; check weights.{name} in params.yaml")
+    raise UserError(f"{base}: has none of {', '.join(files)}; check the entry in params.yaml")
 
 
 if __name__ == "__main__":

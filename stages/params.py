@@ -6,6 +6,10 @@ value. Each number carries its allowed range (`Range`, in the field's type), so 
 once with a message naming the param, the value and what it may be, instead of hours into a run.
 Numbers are read as numbers even when a tool wrote them as strings: YAML 1.1 loaders read `6e-05`
 (which `dvc exp run --set-param` writes) as a string.
+
+`python -m stages.params` checks params.yaml alone, without DVC: where a value leaves dvc.yaml
+malformed (a cycle of phases, a list for a mapping, an unknown clean.decontaminate), DVC's own
+error comes before any stage runs, and this prints the project's line for it.
 """
 
 import dataclasses
@@ -22,7 +26,7 @@ from typing import Annotated, Literal
 import yaml
 
 from bert.compute import SCHEDULERS, Compute, is_scheduler_address, scheduler_address_problem
-from bert.errors import UserError
+from bert.errors import UserError, run_main
 from bert.inputs import (
     Count,
     LearningRate,
@@ -53,6 +57,9 @@ MOVED = {
     "squad.version": "the SQuAD version run is now squad.run's entry: [v1.1], [v2.0], or [] for no SQuAD",
 }
 YAML_BOOLEAN_TRAP = "YAML reads an unquoted no/off/yes/on as a boolean"
+# Values of earlier params.yaml files now spelled otherwise, as {param: (old, new)}: `off` became
+# `none`, which `dvc exp run -S` writes as it is (it writes off bare, and YAML reads that as false).
+RESPELLED = {"clean.decontaminate": ("off", "none")}
 
 
 @dataclass
@@ -91,7 +98,7 @@ class Clean:
     exact: bool  # remove documents whose normalised text equals an earlier one's
     near: CleanNear
     # off | report (stage contamination, off the pretraining path) | remove (pretraining depends on the evaluation sets)
-    decontaminate: Literal["off", "report", "remove"]
+    decontaminate: Literal["none", "report", "remove"]  # a folder name in dvc.yaml: data/decontaminate/<it>
     contamination_ngram: Count  # words per n-gram shared with an evaluation text (GPT-3: 13)
     # A line in at least this many documents is boilerplate, removed from all of them; 0 = off
     boilerplate_min_documents: Annotated[int, Range(low=0, meaning="0 = off, else at least 2")]
@@ -449,14 +456,7 @@ def _build(kind, value, name: str):
             raise UserError(f"params.yaml: {label} is {_show(value)}; it must be {bounds.describe(base)}")
         return base(number)
     if origin is Literal:
-        allowed = typing.get_args(kind)
-        if isinstance(value, bool):
-            raise UserError(
-                f"params.yaml: {label} is {_show(value)}: {YAML_BOOLEAN_TRAP}; write {_quoted(allowed)}"
-            )
-        if value not in allowed:
-            raise UserError(f"params.yaml: {label} is {_show(value)}; allowed: {', '.join(allowed)}")
-        return value
+        return _build_word(typing.get_args(kind), value, label)
     if origin in (typing.Union, types.UnionType):
         options = typing.get_args(kind)
         if value is None and type(None) in options:
@@ -500,6 +500,23 @@ def _build(kind, value, name: str):
             raise UserError(f"params.yaml: {label} must be a string, not {_show(value)}")
         return str(value)
     raise TypeError(f"unsupported param type {kind} for {label}")
+
+
+def _build_word(allowed: tuple[str, ...], value, label: str) -> str:
+    """`value` when it is one of the words `allowed` (a Literal); else one line naming the param."""
+    old, new = RESPELLED.get(label, (None, None))
+    if old is not None and (value == old or value is False):
+        raise UserError(
+            f"params.yaml: {label} is {_show(value)}: the value {old} is now spelled {new} (YAML reads a "
+            f"bare {old}, as `dvc exp run -S {label}={old}` writes it, as false); write {new}"
+        )
+    if isinstance(value, bool):
+        raise UserError(
+            f"params.yaml: {label} is {_show(value)}: {YAML_BOOLEAN_TRAP}; write {_quoted(allowed)}"
+        )
+    if value not in allowed:
+        raise UserError(f"params.yaml: {label} is {_show(value)}; allowed: {', '.join(allowed)}")
+    return value
 
 
 def _build_override(kind, value, name: str) -> dict:
@@ -779,3 +796,12 @@ def _start_problems(params: Params) -> list[str]:
             "of weights, or set vocab.source to train, google or file:<path>"
         )
     return problems
+
+
+def main() -> None:
+    load_params()
+    print(f"{PARAMS_FILE}: every param fits (as dvc.yaml and every stage read it)")
+
+
+if __name__ == "__main__":
+    run_main(main)

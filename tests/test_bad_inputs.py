@@ -472,6 +472,36 @@ def html_file(name: str) -> Callable[[Path], None]:
     return lambda folder: (folder / name).write_bytes(HTML_PAGE)
 
 
+def task_corpus(data) -> Callable[[Path], None]:
+    """corpora.squad_text, kind task, reading sources/squad.json (`data`) for its text, as
+    download@squad_text leaves it in data/raw/squad_text."""
+
+    def build(root: Path) -> None:
+        corpus = {
+            "kind": "task",
+            "sources": ["sources/squad.json"],
+            "checksums": [],
+            "columns": ["context", "question"],
+        }
+        set_params(root, {"corpora": {"squad_text": corpus}, "mixing.weights": {"squad_text": 1.0}})
+        write_json(root, "sources/squad.json", data)
+        write_json(root, "data/raw/squad_text/squad.json", data)
+
+    return build
+
+
+def book_linked_from_elsewhere(root: Path) -> None:
+    """A link put into data/raw/bookcorpus by hand, leading out of it."""
+    write_bytes(root / "elsewhere/story.txt", b"Once upon a time.\n")
+    (root / BOOKS).mkdir(parents=True)
+    (root / BOOKS / "story.txt").symlink_to("../../../elsewhere/story.txt")
+
+
+def book_copied_in(root: Path) -> None:
+    (root / BOOKS / "story.txt").unlink()
+    shutil.copy(root / "elsewhere/story.txt", root / BOOKS / "story.txt")
+
+
 # ---- the catalogue ------------------------------------------------------------------------------
 
 
@@ -485,10 +515,12 @@ class Case:
     fix: Callable[[Path], None]  # repairs the input; then the command succeeds
     exit_code: int = 1
     before_work: bool = False  # the error line is all the stage prints: it stopped before any work
+    absent: tuple[str, ...] = ()  # the error line holds none of them (a fix that does not apply)
 
 
 WIKIPEDIA = ("stages.documents", "wikipedia")
 BOOKCORPUS = ("stages.documents", "bookcorpus")
+SQUAD_TEXT = ("stages.documents", "squad_text")
 SHARD = ("stages.shard", "wikipedia")
 PRETRAIN = ("stages.pretrain", "phase1")
 DOWNLOAD_SQUAD = ("stages.download_squad",)
@@ -664,7 +696,7 @@ CASES = [
          ("sources/train.json", "an HTML page, not the JSON expected"), "data/squad",
          fix=squad_source(squad_json([QUESTION]))),
     Case("weights-html-config", DOWNLOAD_TINY, weights_folder(html_file("config.json")),
-         ("sources/tiny/config.json", "an HTML page"), "data/weights/tiny", fix=weights_folder()),
+         ("weights.tiny: sources/tiny/config.json", "an HTML page"), "data/weights/tiny", fix=weights_folder()),
     # config.json: types and ranges, one check for model.size and weights; weights against their config
     Case("weights-config-zero-heads", DOWNLOAD_TINY, weights_folder(config_edit(num_attention_heads=0)),
          ("sources/tiny/config.json", "num_attention_heads is 0", ">= 1"), "data/weights/tiny", fix=weights_folder()),
@@ -693,6 +725,26 @@ CASES = [
     Case("swag-runaway-quote", DOWNLOAD_SWAG, swag_source(SWAG_TRAIN + b'9,x,1,"' + b"word " * 30000 + b"\n"),
          ("sources/train.csv", "field larger than field limit", "unbalanced double quote"), "data/tasks/swag",
          fix=swag_source(SWAG_TRAIN)),
+    # issue 49: newer doors
+    Case("task-corpus-json-of-another-shape", SQUAD_TEXT, task_corpus({"data": ["The harbour was dredged in 1850."]}),
+         ("sources/squad.json (corpora.squad_text.sources)", 'data[0] is "The harbour was dredged', "not an object",
+          '{"data": [{"paragraphs": [{"context": "...", "qas": [{"question": "..."}]}]}]}'),
+         "data/documents/squad_text", fix=task_corpus(GOOD_TRAIN)),
+    Case("weights-entry-names-a-file", DOWNLOAD_TINY,
+         in_turn(weights_folder(), param("weights", {"tiny": "sources/tiny/config.json"})),
+         ("weights.tiny: sources/tiny/config.json is a file, not the folder of the weights", "config.json, vocab.txt"),
+         "data/weights/tiny", fix=weights_folder()),
+    Case("task-split-in-its-folder-and-its-zip", DOWNLOAD_RTE,
+         in_turn(task_source(RTE_GOOD), zip_task(None), param("tasks.rte.sources", ["sources/RTE", "sources/RTE.zip"])),
+         ("tasks.rte.sources: several train.tsv for RTE", "sources/RTE/train.tsv", "sources/RTE.zip:RTE/train.tsv",
+          "keep one"), "data/tasks/rte", fix=param("tasks.rte.sources", ["sources/RTE"])),
+    Case("raw-book-linked-from-elsewhere", BOOKCORPUS, book_linked_from_elsewhere,
+         ("data/raw/bookcorpus/story.txt is a symbolic link to", "corpora.bookcorpus.sources", "download@bookcorpus"),
+         "data/documents/bookcorpus", fix=book_copied_in, absent=("follow_links",)),
+    Case("params-decontaminate-off-of-before", DOWNLOAD_RTE,
+         in_turn(task_source(RTE_GOOD), raw_param("clean.decontaminate", "off")),
+         ("params.yaml", "clean.decontaminate is false", "the value off is now spelled none"), "data/tasks/rte",
+         fix=param("clean.decontaminate", "none"), before_work=True),
 ]  # fmt: skip
 
 
@@ -876,6 +928,8 @@ def test_bad_input_is_one_line_and_publishes_nothing(tmp_path, case):
         assert result.stderr.strip() == errors[0]
     for word in case.words:
         assert word in errors[0], f"{word!r} not in {errors[0]!r}"
+    for word in case.absent:
+        assert word not in errors[0], f"{word!r} in {errors[0]!r}"
     for staging in (".partial", ".tmp-", str(tmp_path)):  # the source as written, never a copy of it
         assert staging not in errors[0], errors[0]
     assert not (tmp_path / case.published).exists()

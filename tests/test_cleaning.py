@@ -186,8 +186,13 @@ def test_decontamination_finds_and_removes_documents_sharing_an_ngram_with_an_ev
         ),
         (
             {"clean.decontaminate": False},
-            "error: params.yaml: clean.decontaminate is false: YAML reads an unquoted "
-            'no/off/yes/on as a boolean; write "off", "report" or "remove"',
+            "error: params.yaml: clean.decontaminate is false: the value off is now spelled none (YAML reads "
+            "a bare off, as `dvc exp run -S clean.decontaminate=off` writes it, as false); write none",
+        ),
+        (
+            {"clean.decontaminate": "off"},
+            "error: params.yaml: clean.decontaminate is 'off': the value off is now spelled none (YAML reads "
+            "a bare off, as `dvc exp run -S clean.decontaminate=off` writes it, as false); write none",
         ),
         (
             {"clean.boilerplate_min_documents": 1},
@@ -195,7 +200,14 @@ def test_decontamination_finds_and_removes_documents_sharing_an_ngram_with_an_ev
             "use 0 (off) or at least 2",
         ),
     ],
-    ids=["threshold-0", "threshold-above-1", "bands-not-dividing", "off-unquoted", "boilerplate-1"],
+    ids=[
+        "threshold-0",
+        "threshold-above-1",
+        "bands-not-dividing",
+        "off-unquoted",
+        "off-of-before",
+        "boilerplate-1",
+    ],
 )
 def test_a_bad_clean_param_is_one_line(tmp_path, changes, message):
     write_params(tmp_path, changes)

@@ -257,3 +257,61 @@ def test_a_worker_whose_environment_lacks_the_project_is_one_line_before_any_tas
         f"again: `{python} -m pip install -e {root}`"
     )
     assert "Traceback" not in result.stderr
+
+
+SLOW_TASKS = '''"""Preloaded into a Dask worker: each task of a stage takes a few seconds more."""
+import time
+
+import bert.parallel
+
+run_on_dask = bert.parallel._run_on_dask
+
+
+def _slowly(*args):
+    time.sleep(3)
+    return run_on_dask(*args)
+
+
+bert.parallel._run_on_dask = _slowly  # what the stage's pickled tasks name
+'''
+
+
+def _processing(address: str) -> bool:
+    from dask.distributed import Client
+
+    with Client(address, timeout="10s") as client:
+        return client.run_on_scheduler(
+            lambda dask_scheduler: any(task.state == "processing" for task in dask_scheduler.tasks.values())
+        )
+
+
+@pytest.mark.slow
+def test_a_scheduler_killed_while_a_stage_runs_is_one_line_naming_it(tmp_path):
+    """The scheduler dies (kill -9) while a task runs: the stage ends, without a hang, in one line
+    naming the scheduler's address and what to do, and publishes nothing."""
+    from dask.distributed import Client
+
+    root = _documents_workspace(tmp_path / "project")
+    (tmp_path / "slow_tasks.py").write_text(SLOW_TASKS)
+    workers = [[*DASK_WORKERS, "--preload", str(tmp_path / "slow_tasks.py")]]
+    with _cluster(tmp_path / "elsewhere", DASK_SCHEDULER, workers, expected_workers=2) as (address, _):
+        set_params(root, {"compute.scheduler": address})
+        env = {**os.environ, "PYTHONPATH": str(REPO), "OMP_NUM_THREADS": "1"}
+        stage = subprocess.Popen([sys.executable, "-m", "stages.documents", "bookcorpus"], cwd=root, env=env,
+                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)  # fmt: skip
+        deadline = time.monotonic() + 60
+        while not _processing(address):
+            assert time.monotonic() < deadline and stage.poll() is None, stage.communicate()
+            time.sleep(0.2)
+        with Client(address, timeout="10s") as client:
+            scheduler_pid = client.run_on_scheduler(os.getpid)
+        os.kill(scheduler_pid, signal.SIGKILL)
+        _, stderr = stage.communicate(timeout=120)
+    assert stage.returncode == 1 and "Traceback" not in stderr, stderr
+    assert (
+        stderr.strip()
+        .splitlines()[-1]
+        .startswith(f"error: compute.scheduler {address}: the Dask scheduler at {address} was lost while ")
+    ), stderr
+    assert "start the scheduler and its workers again" in stderr, stderr
+    assert not (root / "data/documents/bookcorpus").exists()

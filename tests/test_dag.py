@@ -86,7 +86,7 @@ def test_only_decontaminate_remove_puts_the_evaluation_sets_upstream_of_pretrain
     assert evaluation <= set(planned(project, "contamination"))
     set_params(project, {"clean.decontaminate": "remove"})
     assert evaluation <= set(planned(project, "pretrain@phase1"))
-    set_params(project, {"clean.decontaminate": "off"})
+    set_params(project, {"clean.decontaminate": "none"})
     assert not evaluation & set(planned(project, "pretrain@phase1"))
 
 

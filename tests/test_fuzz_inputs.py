@@ -27,6 +27,7 @@ hypothesis = pytest.importorskip("hypothesis", reason="pip install -r requiremen
 from hypothesis import HealthCheck, example, given, settings  # noqa: E402
 from hypothesis import strategies as st  # noqa: E402
 
+from bert.corpus.task_text import task_documents  # noqa: E402
 from bert.errors import UserError  # noqa: E402
 from bert.inputs import check_content, read_yaml, read_zip_members  # noqa: E402
 from bert.model.config import BertConfig  # noqa: E402
@@ -173,6 +174,27 @@ def test_squad_json_types(data):
         examples_from_json(dataset, "dev.json")
 
     assert_one_line_or_accepted(read)
+
+
+@fuzz
+@given(data=st.data())
+def test_task_corpus_json_types(tmp_path_factory, data):
+    """A kind: task corpus reads a SQuAD file for its text (bert.corpus.task_text), not the SQuAD reader."""
+    squad = json.loads(SQUAD_DEV)
+    dataset = swap_values(squad | {"data": squad["data"][:2]}, data, swaps=4)
+    path = file_with(tmp_path_factory.mktemp("task-text"), "dev.json", json.dumps(dataset).encode())
+    assert_one_line_or_accepted(
+        lambda: list(task_documents(path, ["context", "question"], "sources/dev.json"))
+    )
+
+
+@fuzz
+@given(data=byte_mutations(RTE_DEV))
+def test_task_corpus_tsv_bytes(tmp_path_factory, data):
+    path = file_with(tmp_path_factory.mktemp("task-text"), "dev.tsv", data)
+    assert_one_line_or_accepted(
+        lambda: list(task_documents(path, ["sentence1", "sentence2"], "sources/dev.tsv"))
+    )
 
 
 @pytest.fixture(scope="module")

@@ -1,21 +1,26 @@
 """params.yaml is read through one typed schema without defaults and rejected early, in one line
 naming the param, the value and what it may be."""
 
+import dataclasses
 import json
 import math
 import os
 import subprocess
 import sys
+import types
+import typing
 from pathlib import Path
+from typing import Literal
 
 import pytest
 import yaml
 
 from bert.errors import UserError
-from stages.params import load_params
-from tests.support.stage_workspace import repo_params, write_params
+from stages.params import Params, load_params
+from tests.support.stage_workspace import copy_project, repo_params, run_stage, write_params
 
 REPO = Path(__file__).resolve().parents[1]
+BIN = Path(sys.executable).parent
 MISSING_HINT = "add it (the repository's params.yaml has every key, with its meaning)"
 # Mappings whose keys are names the user chooses, not schema fields: deleting one of their entries
 # is a change of content (one corpus fewer), not a missing key.
@@ -52,6 +57,8 @@ def test_committed_params_load_cleanly(monkeypatch):
     assert params.pretrain.length_binning and params.finetune.length_binning
     assert params.examples.phase1.max_seq_length == 128 and params.examples.phase2.max_seq_length == 512
     assert params.compute.scheduler == "local" and params.compute.workers >= 1
+    check = run_stage(REPO, "stages.params")  # the docs' check of params.yaml alone
+    assert check.returncode == 0 and check.stdout.startswith("params.yaml: every param fits"), check.stderr
 
 
 def test_the_schema_does_not_import_torch():
@@ -505,3 +512,100 @@ def test_a_params_file_of_before_says_where_the_param_went(project, key, value, 
     with pytest.raises(UserError) as error:
         load_params()
     assert str(error.value).startswith(f"params.yaml: {message}"), str(error.value)
+
+
+def literal_params(kind, prefix: str = ""):
+    """(dotted name, allowed words) of every param of the schema whose value is one of a few words."""
+    hints = typing.get_type_hints(kind, include_extras=True)
+    for field in dataclasses.fields(kind):
+        name, hint = f"{prefix}{field.name}", hints[field.name]
+        options = (
+            typing.get_args(hint) if typing.get_origin(hint) in (typing.Union, types.UnionType) else (hint,)
+        )
+        words = [
+            word
+            for option in options
+            if typing.get_origin(option) is Literal
+            for word in typing.get_args(option)
+        ]
+        if words:
+            yield name, words
+        elif dataclasses.is_dataclass(hint):
+            yield from literal_params(hint, f"{name}.")
+
+
+def test_every_word_a_param_takes_survives_dvc_exp_run_set_param(project):
+    """`dvc exp run -S key=value` writes the value bare (DVC's own override writer, used here on a
+    copy): each word the schema allows must read back as itself, not as YAML's false for `off`."""
+    from dvc.utils.hydra import apply_overrides
+
+    params = dict(literal_params(Params))
+    assert len(params) > 10 and params["clean.decontaminate"] == ["none", "report", "remove"]
+    write_params(project)
+    for turn in range(max(map(len, params.values()))):  # each param's next word, all at once
+        settings = {dotted: words[turn] for dotted, words in params.items() if turn < len(words)}
+        apply_overrides("params.yaml", [f"{dotted}={word}" for dotted, word in settings.items()])
+        written = yaml.safe_load(Path("params.yaml").read_text(encoding="utf-8"))
+        for dotted, word in settings.items():
+            value = written
+            for key in dotted.split("."):
+                value = value[key]
+            assert value == word, f"-S {dotted}={word} reads back as {value!r}"
+    write_params(project)
+    apply_overrides("params.yaml", ["clean.decontaminate=none"])
+    assert load_params().clean.decontaminate == "none"
+    apply_overrides("params.yaml", ["clean.decontaminate=off"])  # as the docs of before said
+    with pytest.raises(UserError, match="clean.decontaminate is false: the value off is now spelled none"):
+        load_params()
+
+
+@pytest.fixture(scope="module")
+def dvc_project(tmp_path_factory) -> Path:
+    return copy_project(tmp_path_factory.mktemp("dvc-first") / "project")
+
+
+OPERATIONS = (REPO / "docs/operations.md").read_text(encoding="utf-8")
+
+
+SAME_ITEM = "Same item(s) are defined as both a dependency and an output in stage"
+NO_SUCH_FOLDER = "failed to reproduce 'clean': [Errno 2] No such file or directory: "
+
+
+@pytest.mark.parametrize(
+    "changes, target, dvc_says, we_say",
+    [
+        ({"pretrain.phases": {"phase1": "phase2", "phase2": "phase1"}}, [],
+         (f"{SAME_ITEM}s: pretrain@phase",),  # the two in either order
+         "pretrain.phases.phase1 is 'phase2'; the first phase starts from random (model.size) or a key of weights"),
+        ({"pretrain.phases": {"phase1": "phase1", "phase2": "phase1"}}, [], (f"{SAME_ITEM}: pretrain@phase1",),
+         "pretrain.phases.phase1 is 'phase1'; the first phase starts from random"),
+        ({"tasks.run": {"rte": "rte"}}, [], (f"{SAME_ITEM}: finetune_task@rte",),
+         "tasks.run.rte is 'rte'; allowed: finetune.init, or a task listed before rte in tasks.run"),
+        ({"pretrain.phases": ["phase1", "phase2"]}, [],
+         ("failed to parse 'stages.examples@phase1.cmd' in 'dvc.yaml': Could not find 'key'",),
+         "pretrain.phases must be a mapping, not ['phase1', 'phase2']"),
+        ({"clean.decontaminate": "scrub"}, ["--single-item", "clean"], (NO_SUCH_FOLDER, "/data/decontaminate/scrub'"),
+         "clean.decontaminate is 'scrub'; allowed: none, report, remove"),
+        ({"clean.decontaminate": False}, ["--single-item", "clean"], (NO_SUCH_FOLDER, "/data/decontaminate/false'"),
+         "clean.decontaminate is false: the value off is now spelled none"),
+    ],
+    ids=["phases-cycle", "phase-from-itself", "task-from-itself", "phases-a-list", "decontaminate-unknown",
+         "decontaminate-off"],
+)  # fmt: skip
+def test_where_dvc_speaks_first_the_docs_give_its_message_and_stages_params_the_fix(
+    dvc_project, changes, target, dvc_says, we_say
+):
+    """Values that leave dvc.yaml malformed: DVC stops with its own message before any stage runs;
+    docs/operations.md's table holds that message, and `python -m stages.params` prints the
+    project's line."""
+    write_params(dvc_project, changes)
+    dvc = subprocess.run(
+        [BIN / "dvc", "repro", "--dry", *target], cwd=dvc_project, capture_output=True, text=True
+    )
+    assert dvc.returncode != 0, dvc.stdout[-2000:]
+    for words in dvc_says:
+        assert words in dvc.stderr and words in OPERATIONS, (words, dvc.stderr[-2000:])
+    check = run_stage(dvc_project, "stages.params")
+    assert check.returncode == 1 and check.stderr.strip().startswith(f"error: params.yaml: {we_say}"), (
+        check.stderr
+    )

@@ -31,9 +31,9 @@ import pyarrow.parquet as pq
 from bert.atomic import atomic_folder
 from bert.compute import Compute
 from bert.corpus.documents import PART_BYTES, DocumentWriter
+from bert.corpus.downloads import downloaded_files
 from bert.errors import UserError
 from bert.parallel import run_tasks
-from bert.source_tree import STRICT, walk_source
 
 log = logging.getLogger(__name__)
 
@@ -154,9 +154,7 @@ def _line_book_title(path: Path, book_id, start_row: int) -> str:
 
 def find_book_files(folder: str | Path) -> list[Path]:
     folder = Path(folder)
-    if not folder.exists():
-        raise UserError(f"{folder}: not found; run `dvc repro download@{folder.name}` first")
-    files = walk_source(str(folder), folder, STRICT).file_paths()  # never a FIFO or a link out of it
+    files = downloaded_files(folder).file_paths()  # never a FIFO or a link out of it
     books = [p for p in files if p.suffix in (".txt", ".parquet")]
     if not books:
         raise UserError(f"{folder}: no .txt books or .parquet files in this folder")

@@ -18,18 +18,19 @@ Each file is one task of the engine (bert.parallel), writing its own parts of th
 """
 
 import hashlib
+import json
 import logging
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
 from bert.atomic import atomic_folder
 from bert.compute import Compute
 from bert.corpus.documents import DocumentWriter
+from bert.corpus.downloads import downloaded_files
 from bert.errors import UserError
 from bert.inputs import read_json, read_rows
 from bert.parallel import run_tasks
-from bert.source_tree import STRICT, walk_source
 
 log = logging.getLogger(__name__)
 
@@ -39,9 +40,7 @@ SQUAD_COLUMNS = ("context", "question")
 
 def find_task_files(folder: str | Path) -> list[Path]:
     folder = Path(folder)
-    if not folder.exists():
-        raise UserError(f"{folder}: not found; run `dvc repro download@{folder.name}` first")
-    files = walk_source(str(folder), folder, STRICT).file_paths()  # never a FIFO or a link out of it
+    files = downloaded_files(folder).file_paths()  # never a FIFO or a link out of it
     found = [path for path in files if path.suffix in (*DELIMITERS, ".json")]
     if not found:
         raise UserError(f"{folder}: no .tsv, .csv or SQuAD .json files among the task's files")
@@ -70,6 +69,9 @@ def task_documents(path: Path, columns: list[str], source: str) -> Iterator[tupl
         yield str(number), "\n".join(paragraph for paragraph in paragraphs if paragraph)
 
 
+SQUAD_SHAPE = '{"data": [{"paragraphs": [{"context": "...", "qas": [{"question": "..."}]}]}]}'
+
+
 def _squad_documents(path: Path, columns: list[str], source: str) -> Iterator[tuple[str, str]]:
     wrong = [name for name in columns if name not in SQUAD_COLUMNS]
     if wrong:
@@ -78,17 +80,44 @@ def _squad_documents(path: Path, columns: list[str], source: str) -> Iterator[tu
             f"{' and '.join(SQUAD_COLUMNS)} for it"
         )
     data = read_json(path, source)
-    articles = data.get("data") if isinstance(data, dict) else None
-    if not isinstance(articles, list):
-        raise UserError(f"{source}: no 'data' list of articles; not a SQuAD file")
+    articles = _shaped(_shaped(data, dict, "the file", source).get("data"), list, "data", source)
     for article_number, article in enumerate(articles):
-        for paragraph_number, paragraph in enumerate(article.get("paragraphs") or []):
+        where = f"data[{article_number}]"
+        paragraphs = _shaped(
+            _shaped(article, dict, where, source).get("paragraphs", []), list, f"{where}.paragraphs", source
+        )
+        for paragraph_number, paragraph in enumerate(paragraphs):
+            where = f"data[{article_number}].paragraphs[{paragraph_number}]"
+            paragraph = _shaped(paragraph, dict, where, source)
             texts = []
             if "context" in columns:
-                texts.append(str(paragraph.get("context", "")).strip())
+                texts.append(_shaped(paragraph.get("context", ""), str, f"{where}.context", source))
             if "question" in columns:
-                texts += [str(qa.get("question", "")).strip() for qa in paragraph.get("qas") or []]
-            yield f"{article_number}.{paragraph_number}", "\n".join(text for text in texts if text)
+                for number, qa in enumerate(_shaped(paragraph.get("qas", []), list, f"{where}.qas", source)):
+                    question = _shaped(qa, dict, f"{where}.qas[{number}]", source).get("question", "")
+                    texts.append(_shaped(question, str, f"{where}.qas[{number}].question", source))
+            yield (
+                f"{article_number}.{paragraph_number}",
+                "\n".join(text.strip() for text in texts if text.strip()),
+            )
+
+
+def _shaped(value, kind: type, where: str, source: str):
+    """`value` when it is a `kind` (a record of the SQuAD layout at `where`), else one line naming
+    the record and the layout a SQuAD file has."""
+    if not isinstance(value, kind):
+        shown = json.dumps(value, ensure_ascii=False)  # as the file spells it
+        shown = shown if len(shown) <= 40 else f"{shown[:37]}..."
+        what = {list: "a list", dict: "an object", str: "text"}[kind]
+        raise UserError(
+            f"{source}: {where} is {shown}, not {what}; a kind: task corpus reads a SQuAD .json as "
+            f"SQuAD lays it out: {SQUAD_SHAPE}"
+        )
+    return value
+
+
+def _origin(path: Path, root: Path, origins: Mapping[str, str]) -> str:
+    return origins.get(path.relative_to(root).as_posix(), str(path))
 
 
 def _format_file(path: str, root: str, source: str, folder: str, name: str, corpus: str, columns: list[str]):
@@ -129,16 +158,31 @@ class TaskTextStats:
 
 
 def format_task_text(
-    input_path: str | Path, out_dir: str | Path, corpus: str, compute: Compute | int, columns: list[str]
+    input_path: str | Path,
+    out_dir: str | Path,
+    corpus: str,
+    compute: Compute | int,
+    columns: list[str],
+    origins: Mapping[str, str],
 ) -> TaskTextStats:
     """The text of the task files under `input_path` (the named `columns`) as the document table
-    `out_dir` (atomically), with ids `<corpus>:<file>:<row or article.paragraph>`."""
+    `out_dir` (atomically), with ids `<corpus>:<file>:<row or article.paragraph>`. Messages name a
+    file as `origins` does ({its path under `input_path`: the source it came from, as written}),
+    else by its path."""
     input_path = Path(input_path)
     files = find_task_files(input_path)
     root = input_path if input_path.is_dir() else input_path.parent
     with atomic_folder(out_dir) as tmp_dir:
         tasks = [
-            (str(path), str(root), str(path), str(tmp_dir), f"part-{number:05d}", corpus, list(columns))
+            (
+                str(path),
+                str(root),
+                _origin(path, root, origins),
+                str(tmp_dir),
+                f"part-{number:05d}",
+                corpus,
+                list(columns),
+            )
             for number, path in enumerate(files)
         ]
         results = run_tasks(_format_file, tasks, compute, "task files", describe=lambda task: task[2])

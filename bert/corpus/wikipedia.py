@@ -46,6 +46,7 @@ from wikiextractor import template_blob
 from bert.atomic import atomic_folder
 from bert.compute import Compute
 from bert.corpus.documents import DocumentWriter
+from bert.corpus.downloads import downloaded_files
 from bert.corpus.mediawiki import (
     ARTICLE_NAMESPACE,
     INDEX_SUFFIX,
@@ -62,7 +63,6 @@ from bert.corpus.mediawiki import (
 )
 from bert.errors import UserError
 from bert.parallel import ComputePool
-from bert.source_tree import STRICT, walk_source
 
 log = logging.getLogger(__name__)
 
@@ -123,9 +123,7 @@ def find_dumps(folder: str | Path) -> list[Path]:
     """The dumps under `folder` (or `folder` itself, a file), in name order; a multistream index
     goes with its dump (bert.corpus.mediawiki.index_of)."""
     folder = Path(folder)
-    if not folder.exists():
-        raise UserError(f"{folder}: not found; run `dvc repro download@{folder.name}` first")
-    tree = walk_source(str(folder), folder, STRICT)  # never a FIFO or a link out of it
+    tree = downloaded_files(folder)  # never a FIFO or a link out of it
     if not tree.is_folder:
         return [folder]
     files = tree.file_paths()

@@ -250,6 +250,10 @@ def find_split_files(task: Task, folder: Path) -> dict[str, Path]:
                 f"or name its files in tasks.{task.name}.splits"
             )
         if len(matches) > 1:
-            raise UserError(f"{folder}: several {name} for {task.title}: {', '.join(map(str, matches))}")
+            raise UserError(
+                f"tasks.{task.name}.sources: several {name} for {task.title}: {', '.join(map(str, matches))} "
+                "(the task's folder and its .zip, say); keep one of them in tasks."
+                f"{task.name}.sources"
+            )
         found[split] = matches[0]
     return found
