@@ -1,6 +1,6 @@
 """Sequences/s and MFU of one full pretraining step (forward, backward, optimiser step): our
 BertForPreTraining against transformers.BertForPreTraining, same config, batch, optimiser and
-device, in the same run (bert.training.benchmark.time_pretraining).
+device, in the same run (bert.pretraining.benchmark.time_pretraining).
 
     python bench/pretrain_step.py --size tiny --batch 32 --seq-len 128 --threads 2
     python bench/pretrain_step.py --size base --batch 8 --seq-len 128 --threads 2 --warmup 1
@@ -30,7 +30,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run from anywher
 from bert.model.config import BertConfig  # noqa: E402
 from bert.model.flops import datasheet_peak, matmul_peak  # noqa: E402
 from bert.model.precision import AUTOCAST_DTYPES, allow_tf32  # noqa: E402
-from bert.training.benchmark import MODELS, Runner, make_batch, masked_per_sequence, time_pretraining  # noqa: E402
+from bert.pretraining.benchmark import MODELS, Runner, make_batch, masked_per_sequence, time_pretraining  # noqa: E402
 
 
 def parse_args(argv=None) -> argparse.Namespace:

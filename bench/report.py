@@ -7,7 +7,7 @@ ratio to `transformers` on the same batches, as one JSON file and a Markdown tab
     python bench/report.py --sizes large --precision bf16 --out-dir bench/results
     python bench/report.py --quick              # tiny model, batch 2, one step: a smoke run (seconds)
 
-Each figure comes from the benchmark that owns it: bert.training.benchmark.time_pretraining (one full
+Each figure comes from the benchmark that owns it: bert.pretraining.benchmark.time_pretraining (one full
 pretraining step with LAMB, ours and transformers taking turns, the fastest of --rounds rounds)
 and bert/squad/benchmark.py (a fine-tuning step with AdamW, clipping included, ours only; the
 forward alone, ours and transformers taking turns). Sequences are full length (no padding), so
@@ -36,8 +36,8 @@ from bert.model.config import BertConfig
 from bert.model.flops import datasheet_peak, matmul_peak, mfu, question_answering_flops  # noqa: E402
 from bert.model.network import BertForQuestionAnswering  # noqa: E402
 from bert.model.precision import allow_tf32  # noqa: E402
+from bert.pretraining.benchmark import time_pretraining  # noqa: E402
 from bert.squad.benchmark import random_inputs, time_inference, time_training  # noqa: E402
-from bert.training.benchmark import time_pretraining  # noqa: E402
 
 TASKS = ("phase1", "phase2", "squad_finetune", "squad_inference")
 SEQ_LEN = {"phase1": 128, "phase2": 512, "squad_finetune": 384, "squad_inference": 384}

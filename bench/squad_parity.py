@@ -15,7 +15,7 @@ training windows/s.
   batch tensors: bert.training.finetune.FineTuningBatches (length-binned, cut to the longest window).
 - The project: bert.training.optim.build_optimizer (AdamW, eps 1e-6, no decay on biases and LayerNorms),
   bert.training.optim.warmup_poly_schedule (linear), bert.training.loop.train with clipping at 1.0 and
-  bert.training.finetune.question_answering_objective, as stages/finetune_squad.py runs them.
+  bert.squad.objective.question_answering_objective, as stages/finetune_squad.py runs them.
 - transformers: transformers.BertForQuestionAnswering, torch's AdamW over the two groups Hugging
   Face's Trainer makes (no decay on "bias" and "LayerNorm.weight"; eps 1e-8, its default),
   transformers.get_linear_schedule_with_warmup, clip_grad_norm_ at 1.0: the loop of run_qa.py
@@ -53,9 +53,10 @@ from bert.squad.answers import postprocess
 from bert.squad.dataset import examples_from_json, read_json
 from bert.squad.evaluation import evaluate
 from bert.squad.features import make_features
+from bert.squad.objective import question_answering_objective
 from bert.squad.predict import predict_logits
 from bert.text.tokenization import load_tokenizer_from_dir
-from bert.training.finetune import FineTuningBatches, question_answering_objective, steps_for_epochs
+from bert.training.finetune import FineTuningBatches, steps_for_epochs
 from bert.training.loop import RunRecord, seed_everything, train
 from bert.training.optim import learning_rate_schedule, recipe_optimizer
 from bert.training.recipe import FineTuningRecipe as Recipe

@@ -18,7 +18,7 @@ official measures on its dev split(s) and training examples/s.
   (length-binned, cut to the longest sequence).
 - The project: bert.training.optim.build_optimizer (AdamW, eps 1e-6, no decay on biases and LayerNorms),
   bert.training.optim.warmup_poly_schedule (linear), bert.training.loop.train with clipping at 1.0 and
-  bert.training.finetune.task_objective, as stages/finetune_task.py runs them.
+  bert.tasks.objective.task_objective, as stages/finetune_task.py runs them.
 - transformers: transformers.BertForMultipleChoice / BertForSequenceClassification (num_labels=1:
   regression, mean squared error), torch's AdamW over the two groups Hugging Face's Trainer makes
   (no decay on "bias" and "LayerNorm.weight"; eps 1e-8, its default),
@@ -60,9 +60,10 @@ from bert.tasks.data import TASKS, Task, TaskExamples, find_split_files, read_sp
 from bert.tasks.evaluation import measure_names, split_metrics, task_metrics
 from bert.tasks.features import make_features
 from bert.tasks.model import load_task_model
+from bert.tasks.objective import task_objective
 from bert.tasks.predict import predict_logits, predicted_labels
 from bert.text.tokenization import load_tokenizer_from_dir
-from bert.training.finetune import FineTuningBatches, steps_for_epochs, task_objective
+from bert.training.finetune import FineTuningBatches, steps_for_epochs
 
 REPO = Path(__file__).resolve().parents[1]
 SAMPLE = REPO / "data/sample"

@@ -31,8 +31,8 @@ import bert.training.loop  # noqa: E402
 import bert.training.throughput  # noqa: E402
 from bert.model.config import BertConfig  # noqa: E402
 from bert.model.network import BertForPreTraining  # noqa: E402
+from bert.pretraining.benchmark import masked_per_sequence  # noqa: E402
 from bert.pretraining.loss import pretraining_objective  # noqa: E402
-from bert.training.benchmark import masked_per_sequence  # noqa: E402
 from bert.training.loop import RunRecord, train  # noqa: E402
 from bert.training.optim import build_optimizer  # noqa: E402
 from bert.training.recipe import Recipe, RunSettings  # noqa: E402

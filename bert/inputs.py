@@ -5,65 +5,20 @@ decoded and parsed here, so that whatever is wrong with it — bytes that are no
 short, an HTML error page saved under the file's name, a CSV field with a runaway quote — is one
 `UserError` naming the file (as the caller says the user wrote it: `source`) and the line, and
 never a traceback. `check_content` tells by the first bytes whether a downloaded file is what its
-name says it is. `Range` and the number types below say which values a typed setting takes
-(stages/params.py checks params.yaml against them; the library's settings types carry them).
+name says it is.
 """
 
 import csv
 import io
 import json
-import math
 import struct
 import zipfile
 import zlib
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Annotated, Literal
 
 import yaml
 
 from bert.errors import UserError
-
-
-@dataclass(frozen=True)
-class Range:
-    """The values a number param may take: from `low` to `high`, each end included unless marked
-    open. `meaning` says what a special value stands for, e.g. "0 = all CPU cores"."""
-
-    low: float = -math.inf
-    high: float = math.inf
-    low_open: bool = False
-    high_open: bool = False
-    meaning: str = ""
-
-    def __contains__(self, value: float) -> bool:
-        above = value > self.low if self.low_open else value >= self.low
-        below = value < self.high if self.high_open else value <= self.high
-        return above and below
-
-    def describe(self, kind: type) -> str:
-        what = "an integer" if kind is int else "a finite number"
-        low, high = _plain(self.low), _plain(self.high)
-        if self.high < math.inf:
-            what += f" in {'(' if self.low_open else '['}{low}, {high}{')' if self.high_open else ']'}"
-        elif self.low > -math.inf:
-            what += f" {'>' if self.low_open else '>='} {low}"
-        return what + (f" ({self.meaning})" if self.meaning else "")
-
-
-def _plain(bound: float) -> str:
-    return str(int(bound)) if math.isfinite(bound) and bound == int(bound) else f"{bound:g}"
-
-
-Count = Annotated[int, Range(low=1)]  # how many of something, where none makes no sense
-Probability = Annotated[float, Range(0, 1)]
-Share = Annotated[float, Range(0, 1, high_open=True)]  # a part of a whole that must leave some over
-LearningRate = Annotated[float, Range(0, low_open=True)]
-WeightDecay = Annotated[float, Range(low=0)]
-# np.random.seed takes [0, 2**32), the narrowest range of the seeding calls that a seed reaches.
-Seed = Annotated[int, Range(0, 2**32 - 1)]
-Precision = Literal["fp32", "bf16", "fp16"]
-
 
 SNIFF_BYTES = 512
 # What a file must begin with, by the end of its name.

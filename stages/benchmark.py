@@ -25,9 +25,9 @@ from bert.errors import UserError, run_main
 from bert.model.config import BertConfig
 from bert.model.flops import best_peak, datasheet_peak, matmul_peak, mfu, question_answering_flops
 from bert.model.network import BertForQuestionAnswering
+from bert.pretraining.benchmark import masked_per_sequence, time_pretraining
 from bert.squad.benchmark import benchmark_dev_inference, benchmark_inference, dev_windows, time_training
 from bert.text.tokenization import load_tokenizer_from_dir
-from bert.training.benchmark import masked_per_sequence, time_pretraining
 from stages import layout
 from stages.params import load_params
 

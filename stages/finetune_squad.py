@@ -20,7 +20,7 @@ from bert.errors import UserError, run_main
 from bert.model.network import BertForQuestionAnswering
 from bert.squad.dataset import load_examples
 from bert.squad.features import make_features
-from bert.training.finetune import question_answering_objective
+from bert.squad.objective import question_answering_objective
 from stages import layout
 from stages.finetune import TrainingData, check_model, launch_finetuning, starting_point, train_and_save
 from stages.params import Params, load_params

@@ -28,7 +28,7 @@ from bert.errors import UserError, run_main
 from bert.tasks.data import Task, read_split, task_named
 from bert.tasks.features import make_features
 from bert.tasks.model import load_task_model, load_task_model_from_task
-from bert.training.finetune import task_objective
+from bert.tasks.objective import task_objective
 from stages import layout
 from stages.finetune import (
     Place,

@@ -27,17 +27,9 @@ import yaml
 
 from bert.compute import SCHEDULERS, Compute, is_scheduler_address, scheduler_address_problem
 from bert.errors import UserError, run_main
-from bert.inputs import (
-    Count,
-    LearningRate,
-    Probability,
-    Range,
-    Seed,
-    Share,
-    WeightDecay,
-    read_yaml,
-)
+from bert.inputs import read_yaml
 from bert.model.presets import PRESETS, config_file
+from bert.ranges import Count, LearningRate, Probability, Range, Seed, Share, WeightDecay
 from bert.training.recipe import FineTuningRecipe, Recipe, RunSettings, schedule_problem
 
 PARAMS_FILE = Path("params.yaml")

@@ -294,13 +294,13 @@ def test_dvc_repro_killed_and_resumed_keeps_every_step_of_the_curve_once(tmp_pat
 
 # 0.1 s more per fine-tuning step, as SLOW_STEPS for pretraining.
 SLOW_SQUAD_STEPS = """
-import dataclasses, bert.training.finetune
-_loss = bert.training.finetune.question_answering_objective.loss
+import dataclasses, bert.squad.objective
+_loss = bert.squad.objective.question_answering_objective.loss
 def question_answering_loss(model, batch):
     time.sleep(0.1)
     return _loss(model, batch)
-bert.training.finetune.question_answering_objective = dataclasses.replace(
-    bert.training.finetune.question_answering_objective, loss=question_answering_loss
+bert.squad.objective.question_answering_objective = dataclasses.replace(
+    bert.squad.objective.question_answering_objective, loss=question_answering_loss
 )
 """
 SQUAD_CURVE = Path("dvclive/finetune_squad/plots/metrics/train/loss.tsv")

@@ -22,7 +22,8 @@ from bert.model.flops import (
 from bert.model.flops import main as flops_main
 from bert.model.network import BertForMultipleChoice, BertForSequenceClassification
 from bert.pretraining.loss import pretraining_objective
-from bert.training.finetune import question_answering_step_flops, task_step_flops
+from bert.squad.objective import question_answering_step_flops
+from bert.tasks.objective import task_step_flops
 from bert.training.loop import per_row
 from bert.training.optim import build_optimizer, warmup_poly_schedule
 from tests.support.loop import run_loop

@@ -384,7 +384,7 @@ def test_training_stages_import_the_code_their_loop_runs_before_it_starts(stage)
     if stage == "stages.pretrain":
         loop += pretraining_only
     else:
-        loop += ["bert.training.finetune", "bert.squad", "bert.text.tokenization"]
+        loop += ["bert.training.finetune", "bert.squad.objective", "bert.text.tokenization"]
         # an edit of the pretraining code must not rerun fine-tuning (or train a finished run again)
         assert not any(f"'{module}'" in imported for module in pretraining_only), imported
     assert all(f"'{module}'" in imported for module in loop), imported

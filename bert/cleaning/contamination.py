@@ -20,9 +20,10 @@ import pyarrow.parquet as pq
 from tqdm import tqdm
 
 from bert.atomic import atomic_file
-from bert.cleaning.tables import Chunk, list_chunks, read_rows
+from bert.cleaning.tables import Chunk, list_chunks
 from bert.cleaning.text import text_ngrams
 from bert.compute import Compute
+from bert.corpus.documents import read_rows
 from bert.errors import UserError
 from bert.parallel import ComputePool
 

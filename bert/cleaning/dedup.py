@@ -49,7 +49,7 @@ from tqdm import tqdm
 
 from bert.atomic import task_file
 from bert.cleaning import contamination
-from bert.cleaning.tables import Chunk, list_chunks, read_rows, write_kept
+from bert.cleaning.tables import Chunk, list_chunks, write_kept
 from bert.cleaning.text import (
     jaccard,
     line_keys,
@@ -61,6 +61,7 @@ from bert.cleaning.text import (
     words,
 )
 from bert.compute import Compute
+from bert.corpus.documents import read_rows
 from bert.errors import UserError
 from bert.parallel import ComputePool
 

@@ -1,4 +1,5 @@
-"""Reading document tables (bert.corpus.documents) in tasks, and writing their cleaned copies.
+"""Document tables (bert.corpus.documents) cut into tasks, each read with
+bert.corpus.documents.read_rows, and their cleaned copies written.
 
 A task is a run of at most TASK_DOCUMENTS rows of one part file, fixed by the table's Parquet
 metadata alone (never by the number of workers), so every pass lists the same tasks. Documents
@@ -15,7 +16,6 @@ import pyarrow.parquet as pq
 
 from bert.atomic import task_file
 from bert.corpus.documents import DOCUMENT_SCHEMA, ROW_GROUP_ROWS, document_files, open_document_table
-from bert.errors import UserError
 
 TASK_DOCUMENTS = 1024
 
@@ -45,23 +45,6 @@ def list_chunks(folders: list[Path]) -> list[Chunk]:
                 chunks.append(Chunk(corpus, str(path), start, end, ordinal))
                 ordinal += end - start
     return chunks
-
-
-def read_rows(path: str, start: int, end: int, columns: list[str]) -> pa.Table:
-    """`columns` of rows [start, end) of a part file, reading only the row groups that hold them."""
-    try:
-        parquet = open_document_table(path)
-        groups, first, offset = [], 0, None
-        for group in range(parquet.metadata.num_row_groups):
-            rows = parquet.metadata.row_group(group).num_rows
-            if first < end and start < first + rows:
-                groups.append(group)
-                offset = first if offset is None else offset
-            first += rows
-        table = parquet.read_row_groups(groups, columns=columns)
-    except (OSError, pa.ArrowInvalid) as error:
-        raise UserError(f"{path}: cannot read this Parquet file ({error})") from None
-    return table.slice(start - (offset or 0), end - start)
 
 
 def iter_part_rows(path: str) -> Iterator[pa.Table]:

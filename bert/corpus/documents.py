@@ -4,7 +4,8 @@ A document table is a folder of Parquet part files with the columns `corpus, doc
 where `text` holds the paragraphs of one document separated by "\n"; the table's order is the
 files' name order (document_files), then row order. `extract_wikipedia` and `format_books` write
 it from their tasks, each task its own parts named by its place in the input
-(`part-<dump>-<range>-<n>.parquet`, `part-<task>-<n>.parquet`); `shard` reads it.
+(`part-<dump>-<range>-<n>.parquet`, `part-<task>-<n>.parquet`); `clean` and `shard` read it in
+tasks of a run of rows each (read_rows).
 """
 
 import contextlib
@@ -101,6 +102,23 @@ def open_document_table(path: Path | str) -> pq.ParquetFile:
     if missing:
         raise UserError(f"{path}: missing column(s) {', '.join(sorted(missing))}; not a document table")
     return parquet
+
+
+def read_rows(path: str, start: int, end: int, columns: list[str]) -> pa.Table:
+    """`columns` of rows [start, end) of a part file, reading only the row groups that hold them."""
+    try:
+        parquet = open_document_table(path)
+        groups, first, offset = [], 0, None
+        for group in range(parquet.metadata.num_row_groups):
+            rows = parquet.metadata.row_group(group).num_rows
+            if first < end and start < first + rows:
+                groups.append(group)
+                offset = first if offset is None else offset
+            first += rows
+        table = parquet.read_row_groups(groups, columns=columns)
+    except (OSError, pa.ArrowInvalid) as error:
+        raise UserError(f"{path}: cannot read this Parquet file ({error})") from None
+    return table.slice(start - (offset or 0), end - start)
 
 
 def document_files(folder: str | Path) -> list[Path]:

@@ -42,7 +42,7 @@ from tqdm import tqdm
 from bert.atomic import atomic_folder, task_file
 from bert.compute import Compute
 from bert.corpus import sentences as punkt
-from bert.corpus.documents import document_files, open_document_table
+from bert.corpus.documents import document_files, open_document_table, read_rows
 from bert.corpus.sentence_shards import SHARD_SCHEMA
 from bert.errors import UserError
 from bert.parallel import ComputePool
@@ -79,23 +79,6 @@ def segment_tasks(files: list[Path]) -> Iterator[tuple[str, int, int]]:
             first += rows
 
 
-def _read_rows(path: str, start: int, end: int) -> pa.Table:
-    """doc_id and text of rows [start, end) of a document file, reading only their row groups."""
-    try:
-        parquet = pq.ParquetFile(path)
-        groups, first, offset = [], 0, None
-        for group in range(parquet.metadata.num_row_groups):
-            rows = parquet.metadata.row_group(group).num_rows
-            if first < end and start < first + rows:
-                groups.append(group)
-                offset = first if offset is None else offset
-            first += rows
-        table = parquet.read_row_groups(groups, columns=["doc_id", "text"])
-    except (OSError, pa.ArrowInvalid) as error:
-        raise UserError(f"{path}: cannot read this Parquet file ({error})") from None
-    return table.slice(start - (offset or 0), end - start)
-
-
 _splitter: punkt.SentenceSplitter | None = None
 
 
@@ -112,7 +95,7 @@ def _segment(
 ) -> tuple[np.ndarray, np.ndarray, int]:
     """Segment rows [start, end) of a document file into `chunk_file`: (bytes, sentences) of each
     document kept, and how many were dropped."""
-    rows = _read_rows(path, start, end)
+    rows = read_rows(path, start, end, ["doc_id", "text"])
     doc_ids, documents, dropped = [], [], 0
     for doc_id, text in zip(rows.column("doc_id").to_pylist(), rows.column("text").to_pylist()):
         sentences = _splitter.split(text or "")

@@ -5,5 +5,6 @@
 - `masking`: masked-LM positions (80% [MASK] / 10% random / 10% kept; whole-word optional);
 - `hdf5`: the example-shard files (NVIDIA's layout), written and read;
 - `loader`: global batches of those shards for bert.training.loop, dynamic masking, length binning;
-- `loss`: the MLM + NSP objective.
+- `loss`: the MLM + NSP objective;
+- `benchmark`: the speed and MFU of a pretraining step against transformers' (stage benchmark).
 """

@@ -11,9 +11,10 @@
   examples of similar length (bert.training.binning, as the pretraining loader does): SQuAD's windows fill
   about half of 384 tokens, but a random batch of 32 almost always holds one full window, so
   cutting alone saves little.
-- The objectives `bert.training.loop.train` minimises: `question_answering_objective` (the span loss, a
-  mean over the windows of the whole global batch) and `task_objective` (the head's loss of a
-  SWAG or GLUE model, a mean over the examples), each with the accuracy it logs.
+
+The objective is the caller's (a `bert.training.loop.Objective`): SQuAD's is
+bert.squad.objective's, SWAG's and GLUE's bert.tasks.objective's, so that an edit of one reruns
+only its own stages.
 """
 
 import dataclasses
@@ -27,11 +28,10 @@ import torch
 from torch import nn
 
 from bert.errors import UserError
-from bert.model.flops import classification_flops, question_answering_flops, real_lengths
 from bert.training.binning import bin_by_length, sequence_lengths, trimmed_length, window_batches
 from bert.training.checkpoints import file_sha256
 from bert.training.global_batch import accumulation_steps, micro_slice
-from bert.training.loop import Objective, RunRecord, per_row, train
+from bert.training.loop import Objective, RunRecord, train
 from bert.training.optim import learning_rate_schedule, recipe_optimizer
 from bert.training.recipe import FineTuningRecipe, RunSettings
 
@@ -191,54 +191,3 @@ def described_files(paths: list[Path]) -> list[tuple[str, str | None]]:
 def steps_for_epochs(num_windows: int, epochs: float, global_batch_size: int) -> int:
     """Optimizer steps that cover `epochs` passes over the training windows (at least 1)."""
     return max(1, math.ceil(epochs * (num_windows // global_batch_size)))
-
-
-def question_answering_loss(model: nn.Module, batch: dict) -> tuple[dict[str, torch.Tensor], dict]:
-    """The loss term "loss", the mean over the batch's windows of the mean of their start and end
-    cross-entropies; how often the model already picks the exact gold span (start and end both
-    right). (The share of padding is the training loop's, bert.training.throughput.)"""
-    out = model(**batch)
-    with torch.no_grad():
-        exact = (out.start_logits.argmax(-1) == batch["start_positions"]) & (
-            out.end_logits.argmax(-1) == batch["end_positions"]
-        )
-    return {"loss": out.loss}, {"span_accuracy": (exact.sum(), exact.numel())}
-
-
-def windows_per_term(batch: dict) -> dict[str, int]:
-    """What the span loss averages over: the batch's windows (every training window holds its
-    answer's positions, or 0 for [CLS], so none is left out)."""
-    return {"loss": len(batch["start_positions"])}
-
-
-def question_answering_step_flops(model: nn.Module, batch: dict) -> float:
-    """Model FLOPs of a training step on the batch's real tokens (bert.model.flops)."""
-    return question_answering_flops(model.config, real_lengths(batch["attention_mask"]))
-
-
-question_answering_objective = Objective(
-    question_answering_loss, windows_per_term, question_answering_step_flops
-)
-
-
-def task_loss(model: nn.Module, batch: dict) -> tuple[torch.Tensor, dict]:
-    """The head's loss (cross-entropy over classes or choices, squared error of a score), a mean
-    over the batch's examples; for classes and choices, how often the model already picks the
-    right one."""
-    out = model(**batch)
-    stats = {}
-    if out.logits.shape[-1] > 1 and not batch["labels"].is_floating_point():
-        with torch.no_grad():
-            right = out.logits.argmax(-1) == batch["labels"]
-        stats["accuracy"] = (right.sum(), right.numel())
-    return out.loss, stats
-
-
-def task_step_flops(model: nn.Module, batch: dict) -> float:
-    """Model FLOPs of a training step on the batch's real tokens (bert.model.flops): a classifier's
-    labels, or one score per candidate of a multiple choice (its batch is [N, choices, S])."""
-    lengths = real_lengths(batch["attention_mask"])
-    return classification_flops(model.config, lengths, getattr(model, "num_labels", 1))
-
-
-task_objective = per_row(task_loss, task_step_flops)

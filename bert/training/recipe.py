@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from typing import Annotated, Literal
 
 from bert.errors import UserError
-from bert.inputs import Count, LearningRate, Precision, Range, Seed, Share, WeightDecay
+from bert.ranges import Count, LearningRate, Precision, Range, Seed, Share, WeightDecay
 
 
 @dataclass(frozen=True)

@@ -21,7 +21,11 @@ def imported(module: str) -> set[str]:
 @pytest.mark.parametrize(
     "module, not_imported",
     [
-        ("stages.finetune_squad", {"bert.squad.answers", "bert.squad.predict", "bert.squad.evaluation"}),
+        (
+            "stages.finetune_squad",
+            {"bert.squad.answers", "bert.squad.predict", "bert.squad.evaluation", "bert.tasks.objective"},
+        ),
+        ("stages.finetune_task", {"bert.squad.objective", "bert.squad.features"}),
         (
             "stages.predict_squad",
             {"bert.squad.evaluation", "bert.training.finetune", "bert.pretraining.loader"},
@@ -29,7 +33,13 @@ def imported(module: str) -> set[str]:
         ("stages.evaluate_squad", {"torch", "numpy", "bert.squad.features", "bert.squad.answers"}),
         (
             "stages.benchmark",
-            {"bench", "bert.training.finetune", "bert.squad.answers", "bert.squad.evaluation"},
+            {
+                "bench",
+                "bert.training.finetune",
+                "bert.squad.objective",
+                "bert.squad.answers",
+                "bert.squad.evaluation",
+            },
         ),
         ("bert.squad.__main__", {"torch", "numpy"}),
     ],

@@ -20,9 +20,10 @@ from bert.squad.answers import postprocess
 from bert.squad.dataset import Answer, SquadExample
 from bert.squad.evaluation import evaluate
 from bert.squad.features import make_features
+from bert.squad.objective import question_answering_objective
 from bert.squad.predict import predict_logits
 from bert.text.tokenization import SPECIAL_TOKENS, load_tokenizer
-from bert.training.finetune import FineTuningBatches, question_answering_objective, steps_for_epochs
+from bert.training.finetune import FineTuningBatches, steps_for_epochs
 from bert.training.optim import build_optimizer, warmup_poly_schedule
 from tests.support.loop import run_loop
 
