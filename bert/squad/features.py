@@ -18,13 +18,15 @@ from tqdm import tqdm
 
 from bert.errors import UserError
 from bert.squad.dataset import SquadExample
+from bert.text.tokenization import TokenLayout
 
 log = logging.getLogger(__name__)
 
 
 @dataclass
 class SquadFeatures:
-    """One row per window: [CLS] question [SEP] context window [SEP] [PAD]...
+    """One row per window: [CLS] question [SEP] context window [SEP] [PAD]... (BERT's pair
+    template; any tokenizer's own, e.g. RoBERTa's `<s> question </s></s> window </s>`).
 
     `offsets[f, i]` is the (start, end) character span of token i in the context of example
     `example_index[f]`, and (-1, -1) for question, special and padding tokens.
@@ -33,6 +35,7 @@ class SquadFeatures:
     punctuation mark or CJK character ("Crusoe" for the "##uso" of cr ##uso ##e; "," alone).
     `start_positions`/`end_positions` are the answer's token positions in the window (first gold
     answer), 0 ([CLS]) when the window does not hold the whole answer or the question has none.
+    Spans never start with whitespace (byte-level BPE keeps the space before a word in its piece).
     `token_is_max_context[f, i]` marks the one window in which each context token has the most
     context on both sides; predictions only start at such tokens (as run_squad.py does)."""
 
@@ -79,10 +82,15 @@ def make_features(
     progress: bool = True,
 ) -> SquadFeatures:
     """Tokenise and window every example (see `SquadFeatures`). Questions are cut to
-    `max_query_length` tokens; each distinct context is tokenised once."""
-    if max_seq_length <= max_query_length + 3:
+    `max_query_length` tokens; each distinct context is tokenised once. The tokenizer's pair template
+    (TokenLayout) lays out each window, its special tokens and type ids."""
+    layout = TokenLayout.of(tokenizer)
+    before, between, after = layout.pair_before, layout.pair_between, layout.pair_after
+    num_special = len(before) + len(between) + len(after)  # 3 for BERT
+    if max_seq_length <= max_query_length + num_special:
         raise ValueError(
-            f"max_seq_length ({max_seq_length}) must exceed max_query_length + 3 ({max_query_length + 3})"
+            f"max_seq_length ({max_seq_length}) must exceed max_query_length + {num_special} "
+            f"({max_query_length + num_special})"
         )
     if doc_stride < 1:
         raise ValueError(f"doc_stride must be positive, got {doc_stride}")
@@ -90,7 +98,7 @@ def make_features(
     tokenizer = Tokenizer.from_str(tokenizer.to_str())
     tokenizer.no_truncation()
     tokenizer.no_padding()
-    cls_id, sep_id, pad_id = (tokenizer.token_to_id(t) for t in ("[CLS]", "[SEP]", "[PAD]"))
+    before_types, question_type, between_types, context_type, after_types = layout.pair_types
 
     context_index: dict[str, int] = {}
     for example in examples:
@@ -99,7 +107,9 @@ def make_features(
     context_encodings = tokenizer.encode_batch(list(context_index), add_special_tokens=False)
     context_ids = [np.asarray(e.ids, dtype=np.int32) for e in context_encodings]
     context_offsets = [
-        _extend_over_removed_chars(context, np.asarray(e.offsets, dtype=np.int32).reshape(-1, 2))
+        _extend_over_removed_chars(
+            context, _trim_whitespace(context, np.asarray(e.offsets, dtype=np.int32).reshape(-1, 2))
+        )
         for context, e in zip(context_index, context_encodings)
     ]
     context_word_offsets = [
@@ -115,12 +125,12 @@ def make_features(
                 f"question {example.qid}: its context has no tokens ({example.context[:40]!r}...)"
             )
         question_ids = np.asarray(question.ids[:max_query_length], dtype=np.int32)
-        window_length = max_seq_length - len(question_ids) - 3
+        window_length = max_seq_length - len(question_ids) - num_special
         starts = window_starts(len(context_ids[ctx]), window_length, doc_stride)
         plans.append((ctx, question_ids, window_length, starts))
     num_features = sum(len(plan[3]) for plan in plans)
 
-    input_ids = np.full((num_features, max_seq_length), pad_id, dtype=np.int32)
+    input_ids = np.full((num_features, max_seq_length), layout.pad, dtype=np.int32)
     token_type_ids = np.zeros((num_features, max_seq_length), dtype=np.int8)
     attention_mask = np.zeros((num_features, max_seq_length), dtype=np.int8)
     start_positions = np.zeros(num_features, dtype=np.int32)
@@ -148,18 +158,22 @@ def make_features(
             else:
                 unmappable += 1
         best_window = _max_context_windows(num_tokens, window_length, starts)
-        context_start = len(question_ids) + 2  # after [CLS] question [SEP]
+        question_end = len(before) + len(question_ids)
+        context_start = question_end + len(between)  # after [CLS] question [SEP]
         for w, window_start in enumerate(starts):
             length = min(window_length, num_tokens - window_start)
             window = slice(window_start, window_start + length)
             placed = slice(context_start, context_start + length)
-            input_ids[f, 0] = cls_id
-            input_ids[f, 1 : context_start - 1] = question_ids
-            input_ids[f, context_start - 1] = sep_id
-            input_ids[f, placed] = ids[window]
-            input_ids[f, context_start + length] = sep_id
-            token_type_ids[f, context_start : context_start + length + 1] = 1
-            attention_mask[f, : context_start + length + 1] = 1
+            context_end = context_start + length
+            end = context_end + len(after)
+            input_ids[f, : len(before)], token_type_ids[f, : len(before)] = before, before_types
+            input_ids[f, len(before) : question_end] = question_ids
+            token_type_ids[f, len(before) : question_end] = question_type
+            input_ids[f, question_end:context_start] = between
+            token_type_ids[f, question_end:context_start] = between_types
+            input_ids[f, placed], token_type_ids[f, placed] = ids[window], context_type
+            input_ids[f, context_end:end], token_type_ids[f, context_end:end] = after, after_types
+            attention_mask[f, :end] = 1
             offsets[f, placed] = spans[window]
             word_offsets[f, placed] = word_spans[window]
             token_is_max_context[f, placed] = best_window[window] == w
@@ -209,6 +223,18 @@ def _word_offsets(word_ids: list[int], offsets: np.ndarray) -> np.ndarray:
     last_piece = np.r_[first_piece[1:], len(word_ids)] - 1
     word = np.cumsum(starts_word) - 1
     return np.stack([offsets[first_piece, 0][word], offsets[last_piece, 1][word]], axis=1)
+
+
+def _trim_whitespace(context: str, offsets: np.ndarray) -> np.ndarray:
+    """Start each token's span after the whitespace it holds (a byte-level BPE piece " word" spans
+    the space), so that an answer cut out of the context by offsets has none in front. BERT's
+    pieces hold none: their spans are unchanged."""
+    for t in np.flatnonzero([start < len(context) and context[start].isspace() for start in offsets[:, 0]]):
+        start, end = int(offsets[t, 0]), int(offsets[t, 1])
+        while start < end and context[start].isspace():
+            start += 1
+        offsets[t, 0] = start
+    return offsets
 
 
 def _extend_over_removed_chars(context: str, offsets: np.ndarray) -> np.ndarray:
