@@ -197,3 +197,38 @@ def test_weights_source_takes_a_folder_with_only_tokenizer_json(bpe_dir, tmp_pat
     ]
     with pytest.raises(UserError, match="neither vocab.txt nor tokenizer.json"):
         prepare_vocab("weights", tmp_path / "none", True, url=str(tmp_path / "empty"))
+
+
+def test_a_bpe_run_through_the_stages_carries_its_tokenizer_json(tmp_path):
+    """vocab.kind: bpe through the real stage commands: the vocab stage trains it, examples use its
+    ids, and the pretrained model folder holds it, which fine-tuning then loads."""
+    from bert.pretraining.hdf5 import read_shard
+    from tests.support.stage_workspace import run_stage, set_params
+    from tests.test_faults import _examples_workspace
+
+    root = _examples_workspace(tmp_path / "project")
+    (root / "data/vocab/vocab.txt").unlink()
+    set_params(root, {"vocab.kind": "bpe", "vocab.source": "train", "vocab.vocab_size": 300})
+    for stage in (
+        ("stages.vocab",),
+        ("stages.examples", "phase1"),
+        ("stages.init_random",),
+        ("stages.pretrain", "phase1"),
+    ):
+        result = run_stage(root, *stage)
+        assert result.returncode == 0, result.stderr[-3000:]
+    assert sorted(p.name for p in (root / "data/vocab").iterdir()) == [
+        "tokenizer.json",
+        "tokenizer_config.json",
+    ]
+    tokenizer = load_tokenizer_from_dir(root / "data/vocab")[0]
+    layout = TokenLayout.of(tokenizer)
+    shard = read_shard(sorted((root / "data/examples/phase1").glob("*.hdf5"))[0])
+    assert (shard["input_ids"][:, 0] == layout.cls).all() and shard[
+        "input_ids"
+    ].max() < tokenizer.get_vocab_size()
+    for folder in ("random", "phase1"):
+        saved = root / "data/weights" / folder
+        assert (saved / "tokenizer.json").read_bytes() == (root / "data/vocab/tokenizer.json").read_bytes()
+        assert not (saved / "vocab.txt").exists()
+        assert json.loads((saved / "config.json").read_text())["vocab_size"] == tokenizer.get_vocab_size()

@@ -436,9 +436,11 @@ def save_pretrained(
         (staging / "config.json").write_text(json.dumps(config, indent=2) + "\n")
         save_file(state, staging / "model.safetensors", metadata={"format": "pt"})
         if vocab_file is not None:
-            shutil.copyfile(vocab_file, staging / "vocab.txt")
+            # BERT's vocab.txt, or any other tokenizer's tokenizer.json (bert.text.tokenization)
+            bert_vocab = Path(vocab_file).suffix != ".json"
+            shutil.copyfile(vocab_file, staging / ("vocab.txt" if bert_vocab else "tokenizer.json"))
             tokenizer_config = {
-                "tokenizer_class": "BertTokenizer",
+                "tokenizer_class": "BertTokenizer" if bert_vocab else "PreTrainedTokenizerFast",
                 "do_lower_case": lower_case,
                 "model_max_length": model.config.max_position_embeddings,
             }

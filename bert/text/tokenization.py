@@ -90,13 +90,13 @@ def load_tokenizer_from_dir(directory: str | Path, default_lower_case: bool = Tr
     return load_tokenizer(directory / "vocab.txt", lower_case), lower_case
 
 
-def tokenizer_file(directory: str | Path) -> Path:
-    """The file that holds a folder's vocabulary: vocab.txt (BERT's), else tokenizer.json."""
-    directory = Path(directory)
-    vocab = directory / "vocab.txt"
-    return (
-        vocab if vocab.is_file() or not (directory / TOKENIZER_JSON).is_file() else directory / TOKENIZER_JSON
-    )
+def vocabulary_size(vocab_file: str | Path) -> int:
+    """How many ids a vocab.txt (its lines, as BERT counts them) or a tokenizer.json holds."""
+    vocab_file = Path(vocab_file)
+    if vocab_file.suffix == ".json":
+        return load_tokenizer(vocab_file).get_vocab_size()
+    with open(vocab_file, encoding="utf-8") as file:
+        return sum(1 for _ in file)
 
 
 def normalizer_lower_cases(tokenizer: Tokenizer) -> bool:
