@@ -208,7 +208,16 @@ def test_a_bpe_run_through_the_stages_carries_its_tokenizer_json(tmp_path):
 
     root = _examples_workspace(tmp_path / "project")
     (root / "data/vocab/vocab.txt").unlink()
-    set_params(root, {"vocab.kind": "bpe", "vocab.source": "train", "vocab.vocab_size": 300})
+    # dynamic masking: the pretraining loader masks with the tokenizer's ids
+    set_params(
+        root,
+        {
+            "vocab.kind": "bpe",
+            "vocab.source": "train",
+            "vocab.vocab_size": 300,
+            "examples.masking": "dynamic",
+        },
+    )
     for stage in (
         ("stages.vocab",),
         ("stages.examples", "phase1"),

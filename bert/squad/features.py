@@ -229,7 +229,11 @@ def _trim_whitespace(context: str, offsets: np.ndarray) -> np.ndarray:
     """Start each token's span after the whitespace it holds (a byte-level BPE piece " word" spans
     the space), so that an answer cut out of the context by offsets has none in front. BERT's
     pieces hold none: their spans are unchanged."""
-    for t in np.flatnonzero([start < len(context) and context[start].isspace() for start in offsets[:, 0]]):
+    if not len(offsets):
+        return offsets
+    codepoints = np.frombuffer(context.encode("utf-32-le", "surrogatepass"), dtype=np.uint32)
+    space = np.append(np.isin(codepoints, _WHITESPACE), False)  # the end of the context is no space
+    for t in np.flatnonzero(space[offsets[:, 0]]):
         start, end = int(offsets[t, 0]), int(offsets[t, 1])
         while start < end and context[start].isspace():
             start += 1
