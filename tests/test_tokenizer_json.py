@@ -241,3 +241,83 @@ def test_a_bpe_run_through_the_stages_carries_its_tokenizer_json(tmp_path):
         assert (saved / "tokenizer.json").read_bytes() == (root / "data/vocab/tokenizer.json").read_bytes()
         assert not (saved / "vocab.txt").exists()
         assert json.loads((saved / "config.json").read_text())["vocab_size"] == tokenizer.get_vocab_size()
+
+
+@pytest.fixture(scope="module")
+def roberta_style(tmp_path_factory):
+    """A byte-level BPE with RoBERTa's names and template: `<s> A </s></s> B </s>`, all type id 0."""
+    from tokenizers import Tokenizer, decoders, pre_tokenizers, processors, trainers
+    from tokenizers.models import BPE
+
+    tokenizer = Tokenizer(BPE(unk_token="<unk>"))
+    tokenizer.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    tokenizer.decoder = decoders.ByteLevel()
+    specials = ["<s>", "<pad>", "</s>", "<unk>", "<mask>"]
+    trainer = trainers.BpeTrainer(
+        vocab_size=400,
+        special_tokens=specials,
+        initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
+        show_progress=False,
+    )
+    tokenizer.train_from_iterator(sentences(), trainer=trainer)
+    tokenizer.post_processor = processors.RobertaProcessing(("</s>", 2), ("<s>", 0))
+    path = tmp_path_factory.mktemp("roberta") / "tokenizer.json"
+    tokenizer.save(str(path))
+    return path
+
+
+def test_another_template_lays_out_tasks_and_squad_and_refuses_pairs(roberta_style, tmp_path):
+    from bert.text.tokenization import load_tokenizer
+
+    tokenizer = load_tokenizer(roberta_style)
+    layout = TokenLayout.of(tokenizer)
+    assert (layout.cls, layout.sep, layout.pad, layout.mask) == (0, 2, 1, 4)
+    assert layout.pair_between == (2, 2) and layout.pair_types == ((0,), 0, (0, 0), 0, (0,))
+    transformers = pytest.importorskip("transformers")
+    theirs = transformers.PreTrainedTokenizerFast(
+        tokenizer_file=str(roberta_style), model_input_names=["input_ids", "token_type_ids"]
+    )
+    pairs = read_split(TASKS["rte"], _rte(tmp_path, [("the river was", "a harbour town")]))
+    features = task_features(pairs, tokenizer, max_seq_length=16, multiple_choice=False, progress=False)
+    expected = theirs("the river was", "a harbour town")
+    length = len(expected["input_ids"])
+    assert features.input_ids[0, :length].tolist() == expected["input_ids"]
+    assert features.token_type_ids[0].tolist() == [0] * 16 and (features.input_ids[0, length:] == 1).all()
+
+    context = "The railway station of the village was built near the harbour cathedral."
+    example = SquadExample(
+        "q", "t", "which?", context, [Answer("harbour cathedral", context.index("harbour"))]
+    )
+    window = squad_features(
+        [example], tokenizer, max_seq_length=32, doc_stride=8, max_query_length=8, progress=False
+    )
+    start, end = window.start_positions[0], window.end_positions[0]
+    assert context[window.offsets[0, start, 0] : window.offsets[0, end, 1]] == "harbour cathedral"
+    question = len(tokenizer.encode("which?", add_special_tokens=False).ids)
+    assert window.input_ids[0, question + 1 : question + 3].tolist() == [2, 2]  # `<s> q </s></s> context`
+
+    source = tmp_path / "train.txt"
+    source.write_text("\n\n".join("\n".join(d) for d in documents(4, 20)) + "\n", encoding="utf-8")
+    with pytest.raises(UserError, match="set examples.next_sentence: false"):
+        create_from_files(
+            [str(source)], tmp_path / "pairs.hdf5", roberta_style, False, ExampleConfig(32, 4), 1, 1
+        )
+    packed = ExampleConfig(32, 4, next_sentence=False, dupe_factor=1)
+    create_from_files([str(source)], tmp_path / "packed.hdf5", roberta_style, False, packed, 1, 1)
+    from bert.pretraining.hdf5 import read_shard
+
+    shard = read_shard(tmp_path / "packed.hdf5")
+    real = shard["input_mask"].astype(bool)
+    assert (shard["input_ids"][:, 0] == 0).all() and (shard["input_ids"][~real] == 1).all()
+
+
+def test_sentence_encoder_gives_each_sentences_ids_and_word_starts(tokenizer):
+    from bert.text.tokenization import SentenceEncoder
+
+    batch = [sentence for document in documents(5, 10) for sentence in document] + [""]
+    ids, lengths, word_start = SentenceEncoder(tokenizer).encode(batch)
+    encodings = [tokenizer.encode(sentence, add_special_tokens=False) for sentence in batch]
+    assert lengths.tolist() == [len(e.ids) for e in encodings]
+    assert ids.tolist() == [i for e in encodings for i in e.ids]
+    expected = [w != (e.word_ids[k - 1] if k else None) for e in encodings for k, w in enumerate(e.word_ids)]
+    assert word_start.tolist() == expected and 0 < word_start.mean() < 1
