@@ -10,7 +10,7 @@ from functools import partial
 
 from bert.corpus.sentence_shards import iter_sentences, train_shards
 from bert.errors import UserError, run_main
-from bert.text.tokenization import load_tokenizer
+from bert.text.tokenization import vocabulary_size
 from bert.text.vocab import prepare_vocab, released_lower_case
 from stages import layout
 from stages.params import load_params
@@ -40,7 +40,7 @@ def main() -> None:
         url=url,
         checksum=vocab.checksum,
     )
-    size = load_tokenizer(path, vocab.lower_case).get_vocab_size()
+    size = vocabulary_size(path)
     logging.getLogger("vocab").info(
         "%s: %d tokens (source: %s, kind: %s, lower_case: %s)",
         path,

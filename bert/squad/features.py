@@ -57,6 +57,22 @@ class SquadFeatures:
         names = ("input_ids", "token_type_ids", "attention_mask", "start_positions", "end_positions")
         return {name: getattr(self, name) for name in names}
 
+    @classmethod
+    def empty(cls, num_features: int, max_seq_length: int, pad_id: int) -> "SquadFeatures":
+        """Arrays for `num_features` windows: all padding, no answer, offsets -1."""
+        shape = (num_features, max_seq_length)
+        return cls(
+            input_ids=np.full(shape, pad_id, dtype=np.int32),
+            token_type_ids=np.zeros(shape, dtype=np.int8),
+            attention_mask=np.zeros(shape, dtype=np.int8),
+            start_positions=np.zeros(num_features, dtype=np.int32),
+            end_positions=np.zeros(num_features, dtype=np.int32),
+            example_index=np.zeros(num_features, dtype=np.int32),
+            offsets=np.full((*shape, 2), -1, dtype=np.int32),
+            word_offsets=np.full((*shape, 2), -1, dtype=np.int32),
+            token_is_max_context=np.zeros(shape, dtype=bool),
+        )
+
     def select(self, rows) -> "SquadFeatures":
         """The windows at `rows` (a slice, indices or a mask), every array alike."""
         return SquadFeatures(*(getattr(self, field.name)[rows] for field in dataclasses.fields(self)))
@@ -85,8 +101,7 @@ def make_features(
     `max_query_length` tokens; each distinct context is tokenised once. The tokenizer's pair template
     (TokenLayout) lays out each window, its special tokens and type ids."""
     layout = TokenLayout.of(tokenizer)
-    before, between, after = layout.pair_before, layout.pair_between, layout.pair_after
-    num_special = len(before) + len(between) + len(after)  # 3 for BERT
+    num_special = len(layout.pair_before) + len(layout.pair_between) + len(layout.pair_after)  # BERT: 3
     if max_seq_length <= max_query_length + num_special:
         raise ValueError(
             f"max_seq_length ({max_seq_length}) must exceed max_query_length + {num_special} "
@@ -98,23 +113,12 @@ def make_features(
     tokenizer = Tokenizer.from_str(tokenizer.to_str())
     tokenizer.no_truncation()
     tokenizer.no_padding()
-    before_types, question_type, between_types, context_type, after_types = layout.pair_types
 
     context_index: dict[str, int] = {}
     for example in examples:
         context_index.setdefault(example.context, len(context_index))
     question_encodings = tokenizer.encode_batch([e.question for e in examples], add_special_tokens=False)
-    context_encodings = tokenizer.encode_batch(list(context_index), add_special_tokens=False)
-    context_ids = [np.asarray(e.ids, dtype=np.int32) for e in context_encodings]
-    context_offsets = [
-        _extend_over_removed_chars(
-            context, _trim_whitespace(context, np.asarray(e.offsets, dtype=np.int32).reshape(-1, 2))
-        )
-        for context, e in zip(context_index, context_encodings)
-    ]
-    context_word_offsets = [
-        _word_offsets(e.word_ids, spans) for e, spans in zip(context_encodings, context_offsets)
-    ]
+    context_ids, context_offsets, context_word_offsets = _tokenize_contexts(tokenizer, list(context_index))
 
     # First pass: the windows of every example, so the arrays are allocated once.
     plans = []
@@ -129,16 +133,7 @@ def make_features(
         starts = window_starts(len(context_ids[ctx]), window_length, doc_stride)
         plans.append((ctx, question_ids, window_length, starts))
     num_features = sum(len(plan[3]) for plan in plans)
-
-    input_ids = np.full((num_features, max_seq_length), layout.pad, dtype=np.int32)
-    token_type_ids = np.zeros((num_features, max_seq_length), dtype=np.int8)
-    attention_mask = np.zeros((num_features, max_seq_length), dtype=np.int8)
-    start_positions = np.zeros(num_features, dtype=np.int32)
-    end_positions = np.zeros(num_features, dtype=np.int32)
-    example_index = np.zeros(num_features, dtype=np.int32)
-    offsets = np.full((num_features, max_seq_length, 2), -1, dtype=np.int32)
-    word_offsets = np.full((num_features, max_seq_length, 2), -1, dtype=np.int32)
-    token_is_max_context = np.zeros((num_features, max_seq_length), dtype=bool)
+    features = SquadFeatures.empty(num_features, max_seq_length, layout.pad)
 
     unmappable = 0
     f = 0
@@ -146,45 +141,29 @@ def make_features(
         tqdm(zip(examples, plans), total=len(examples), desc="SQuAD features", unit="q", disable=not progress)
     ):
         ids, spans, word_spans = context_ids[ctx], context_offsets[ctx], context_word_offsets[ctx]
-        num_tokens = len(ids)
-        answer_tokens = None
-        if example.answers and not example.is_impossible:
-            answer = example.answers[0]
-            # First token ending after the answer's first character, last token starting before its end.
-            first = int(np.searchsorted(spans[:, 1], answer.start, side="right"))
-            last = int(np.searchsorted(spans[:, 0], answer.end, side="left")) - 1
-            if first <= last:
-                answer_tokens = (first, last)
-            else:
-                unmappable += 1
-        best_window = _max_context_windows(num_tokens, window_length, starts)
-        question_end = len(before) + len(question_ids)
-        context_start = question_end + len(between)  # after [CLS] question [SEP]
+        answer_tokens = _answer_tokens(example, spans)
+        unmappable += answer_tokens == ()
+        best_window = _max_context_windows(len(ids), window_length, starts)
+        context_start = len(layout.pair_before) + len(question_ids) + len(layout.pair_between)
         for w, window_start in enumerate(starts):
-            length = min(window_length, num_tokens - window_start)
+            length = min(window_length, len(ids) - window_start)
             window = slice(window_start, window_start + length)
             placed = slice(context_start, context_start + length)
-            context_end = context_start + length
-            end = context_end + len(after)
-            input_ids[f, : len(before)], token_type_ids[f, : len(before)] = before, before_types
-            input_ids[f, len(before) : question_end] = question_ids
-            token_type_ids[f, len(before) : question_end] = question_type
-            input_ids[f, question_end:context_start] = between
-            token_type_ids[f, question_end:context_start] = between_types
-            input_ids[f, placed], token_type_ids[f, placed] = ids[window], context_type
-            input_ids[f, context_end:end], token_type_ids[f, context_end:end] = after, after_types
-            attention_mask[f, :end] = 1
-            offsets[f, placed] = spans[window]
-            word_offsets[f, placed] = word_spans[window]
-            token_is_max_context[f, placed] = best_window[window] == w
+            pair_ids, pair_types = layout.pair(question_ids, ids[window])
+            features.input_ids[f, : len(pair_ids)] = pair_ids
+            features.token_type_ids[f, : len(pair_ids)] = pair_types
+            features.attention_mask[f, : len(pair_ids)] = 1
+            features.offsets[f, placed] = spans[window]
+            features.word_offsets[f, placed] = word_spans[window]
+            features.token_is_max_context[f, placed] = best_window[window] == w
             if (
                 answer_tokens
                 and window_start <= answer_tokens[0]
                 and answer_tokens[1] < window_start + length
             ):
-                start_positions[f] = answer_tokens[0] - window_start + context_start
-                end_positions[f] = answer_tokens[1] - window_start + context_start
-            example_index[f] = i
+                features.start_positions[f] = answer_tokens[0] - window_start + context_start
+                features.end_positions[f] = answer_tokens[1] - window_start + context_start
+            features.example_index[f] = i
             f += 1
     if unmappable:
         log.warning(
@@ -199,17 +178,33 @@ def make_features(
         num_features,
         max_seq_length,
     )
-    return SquadFeatures(
-        input_ids,
-        token_type_ids,
-        attention_mask,
-        start_positions,
-        end_positions,
-        example_index,
-        offsets,
-        word_offsets,
-        token_is_max_context,
-    )
+    return features
+
+
+def _tokenize_contexts(tokenizer: Tokenizer, contexts: list[str]):
+    """Per context: token ids, character spans (see SquadFeatures.offsets), word spans."""
+    encodings = tokenizer.encode_batch(contexts, add_special_tokens=False)
+    ids = [np.asarray(e.ids, dtype=np.int32) for e in encodings]
+    offsets = [
+        _extend_over_removed_chars(
+            context, _trim_whitespace(context, np.asarray(e.offsets, dtype=np.int32).reshape(-1, 2))
+        )
+        for context, e in zip(contexts, encodings)
+    ]
+    word_offsets = [_word_offsets(e.word_ids, spans) for e, spans in zip(encodings, offsets)]
+    return ids, offsets, word_offsets
+
+
+def _answer_tokens(example: SquadExample, spans: np.ndarray) -> tuple[int, ...] | None:
+    """(first, last) context token of the first gold answer; None for a question without one, ()
+    when the answer covers no token (whitespace or removed characters only)."""
+    if not example.answers or example.is_impossible:
+        return None
+    answer = example.answers[0]
+    # First token ending after the answer's first character, last token starting before its end.
+    first = int(np.searchsorted(spans[:, 1], answer.start, side="right"))
+    last = int(np.searchsorted(spans[:, 0], answer.end, side="left")) - 1
+    return (first, last) if first <= last else ()
 
 
 def _word_offsets(word_ids: list[int], offsets: np.ndarray) -> np.ndarray:

@@ -71,7 +71,7 @@ def make_features(
                 b = seconds[next_second]
                 next_second += 1
                 a, b, cut = truncate_pair(a, b, max_seq_length - pair_specials)
-                ids, types = pair_layout(layout, a, b)
+                ids, types = layout.pair(a, b)
             else:
                 cut = len(a) > max_seq_length - single_specials
                 a = a[: max_seq_length - single_specials]
@@ -86,15 +86,6 @@ def make_features(
             a[:, 0] for a in (input_ids, token_type_ids, attention_mask)
         )
     return TaskFeatures(input_ids, token_type_ids, attention_mask, examples.labels, truncated)
-
-
-def pair_layout(layout: TokenLayout, a: list[int], b: list[int]) -> tuple[list[int], list[int]]:
-    """(ids, type ids) of a pair as the tokenizer's template lays it out: BERT's
-    `[CLS] a [SEP] b [SEP]`, types 0 up to the first [SEP] and 1 after it."""
-    before_types, a_type, between_types, b_type, after_types = layout.pair_types
-    ids = [*layout.pair_before, *a, *layout.pair_between, *b, *layout.pair_after]
-    types = [*before_types, *[a_type] * len(a), *between_types, *[b_type] * len(b), *after_types]
-    return ids, types
 
 
 def truncate_pair(a: list[int], b: list[int], budget: int) -> tuple[list[int], list[int], bool]:

@@ -173,6 +173,16 @@ class TokenLayout:
             **named,
         )
 
+    def pair(self, a, b) -> tuple[np.ndarray, np.ndarray]:
+        """(ids, type ids) of the pair of token id sequences a and b as the template lays it out:
+        BERT's `[CLS] a [SEP] b [SEP]`, types 0 up to the first [SEP] and 1 after it."""
+        before_types, a_type, between_types, b_type, after_types = self.pair_types
+        ids = np.concatenate([self.pair_before, a, self.pair_between, b, self.pair_after]).astype(np.int64)
+        types = np.concatenate(
+            [before_types, np.full(len(a), a_type), between_types, np.full(len(b), b_type), after_types]
+        ).astype(np.int8)
+        return ids, types
+
     def replaceable_ids(self) -> np.ndarray:
         """The ids a masked position may be replaced by at random: the whole vocabulary for
         WordPiece (as Google draws: BERT's bytes), every id but the special ones for the others
