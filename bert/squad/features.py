@@ -121,17 +121,18 @@ def make_features(
     context_ids, context_offsets, context_word_offsets = _tokenize_contexts(tokenizer, list(context_index))
 
     # First pass: the windows of every example, so the arrays are allocated once.
-    plans = []
-    for example, question in zip(examples, question_encodings):
-        ctx = context_index[example.context]
-        if len(context_ids[ctx]) == 0:
-            raise UserError(
-                f"question {example.qid}: its context has no tokens ({example.context[:40]!r}...)"
-            )
-        question_ids = np.asarray(question.ids[:max_query_length], dtype=np.int32)
-        window_length = max_seq_length - len(question_ids) - num_special
-        starts = window_starts(len(context_ids[ctx]), window_length, doc_stride)
-        plans.append((ctx, question_ids, window_length, starts))
+    plans = [
+        _plan(
+            example,
+            question,
+            context_index,
+            context_ids,
+            max_seq_length - num_special,
+            max_query_length,
+            doc_stride,
+        )
+        for example, question in zip(examples, question_encodings)
+    ]
     num_features = sum(len(plan[3]) for plan in plans)
     features = SquadFeatures.empty(num_features, max_seq_length, layout.pad)
 
@@ -143,28 +144,10 @@ def make_features(
         ids, spans, word_spans = context_ids[ctx], context_offsets[ctx], context_word_offsets[ctx]
         answer_tokens = _answer_tokens(example, spans)
         unmappable += answer_tokens == ()
-        best_window = _max_context_windows(len(ids), window_length, starts)
-        context_start = len(layout.pair_before) + len(question_ids) + len(layout.pair_between)
-        for w, window_start in enumerate(starts):
-            length = min(window_length, len(ids) - window_start)
-            window = slice(window_start, window_start + length)
-            placed = slice(context_start, context_start + length)
-            pair_ids, pair_types = layout.pair(question_ids, ids[window])
-            features.input_ids[f, : len(pair_ids)] = pair_ids
-            features.token_type_ids[f, : len(pair_ids)] = pair_types
-            features.attention_mask[f, : len(pair_ids)] = 1
-            features.offsets[f, placed] = spans[window]
-            features.word_offsets[f, placed] = word_spans[window]
-            features.token_is_max_context[f, placed] = best_window[window] == w
-            if (
-                answer_tokens
-                and window_start <= answer_tokens[0]
-                and answer_tokens[1] < window_start + length
-            ):
-                features.start_positions[f] = answer_tokens[0] - window_start + context_start
-                features.end_positions[f] = answer_tokens[1] - window_start + context_start
-            features.example_index[f] = i
-            f += 1
+        context = (ids, spans, word_spans)
+        f = _write_windows(
+            features, f, i, layout, question_ids, context, window_length, starts, answer_tokens
+        )
     if unmappable:
         log.warning(
             "%d answers cover no token of their context (whitespace or removed characters); "
@@ -179,6 +162,44 @@ def make_features(
         max_seq_length,
     )
     return features
+
+
+def _write_windows(
+    features, f, i, layout, question_ids, context, window_length, starts, answer_tokens
+) -> int:
+    """Write the windows of example i from row f on; returns the row after them. context: the
+    context's (ids, spans, word spans); answer_tokens: as _answer_tokens gives them."""
+    ids, spans, word_spans = context
+    best_window = _max_context_windows(len(ids), window_length, starts)
+    context_start = len(layout.pair_before) + len(question_ids) + len(layout.pair_between)
+    for w, window_start in enumerate(starts):
+        length = min(window_length, len(ids) - window_start)
+        window = slice(window_start, window_start + length)
+        placed = slice(context_start, context_start + length)
+        pair_ids, pair_types = layout.pair(question_ids, ids[window])
+        features.input_ids[f, : len(pair_ids)] = pair_ids
+        features.token_type_ids[f, : len(pair_ids)] = pair_types
+        features.attention_mask[f, : len(pair_ids)] = 1
+        features.offsets[f, placed] = spans[window]
+        features.word_offsets[f, placed] = word_spans[window]
+        features.token_is_max_context[f, placed] = best_window[window] == w
+        if answer_tokens and window_start <= answer_tokens[0] and answer_tokens[1] < window_start + length:
+            features.start_positions[f] = answer_tokens[0] - window_start + context_start
+            features.end_positions[f] = answer_tokens[1] - window_start + context_start
+        features.example_index[f] = i
+        f += 1
+    return f
+
+
+def _plan(example, question, context_index, context_ids, room, max_query_length, doc_stride):
+    """(context index, question ids, window length, window starts) of one example; `room`: the
+    tokens of a window left for question and context beside the special tokens."""
+    ctx = context_index[example.context]
+    if len(context_ids[ctx]) == 0:
+        raise UserError(f"question {example.qid}: its context has no tokens ({example.context[:40]!r}...)")
+    question_ids = np.asarray(question.ids[:max_query_length], dtype=np.int32)
+    window_length = room - len(question_ids)
+    return ctx, question_ids, window_length, window_starts(len(context_ids[ctx]), window_length, doc_stride)
 
 
 def _tokenize_contexts(tokenizer: Tokenizer, contexts: list[str]):
