@@ -241,6 +241,15 @@ def test_a_bpe_run_through_the_stages_carries_its_tokenizer_json(tmp_path):
         assert (saved / "tokenizer.json").read_bytes() == (root / "data/vocab/tokenizer.json").read_bytes()
         assert not (saved / "vocab.txt").exists()
         assert json.loads((saved / "config.json").read_text())["vocab_size"] == tokenizer.get_vocab_size()
+    # transformers reads the exported folder's tokenizer with its special tokens
+    transformers = pytest.importorskip("transformers")
+    theirs = transformers.AutoTokenizer.from_pretrained(root / "data/weights/phase1")
+    assert (theirs.mask_token_id, theirs.pad_token_id, theirs.cls_token_id) == (
+        layout.mask,
+        layout.pad,
+        layout.cls,
+    )
+    assert theirs("the river", "a town")["input_ids"] == tokenizer.encode("the river", "a town").ids
 
 
 @pytest.fixture(scope="module")

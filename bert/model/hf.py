@@ -20,6 +20,7 @@ from bert.atomic import atomic_folder
 from bert.errors import UserError, first_line
 from bert.inputs import check_content, read_json, shown
 from bert.model.config import BertConfig
+from bert.text.tokenization import TokenLayout, load_tokenizer
 
 log = logging.getLogger(__name__)
 
@@ -444,4 +445,7 @@ def save_pretrained(
                 "do_lower_case": lower_case,
                 "model_max_length": model.config.max_position_embeddings,
             }
+            if not bert_vocab:  # transformers' PreTrainedTokenizerFast learns its special tokens here
+                tokenizer = load_tokenizer(vocab_file)
+                tokenizer_config.update(TokenLayout.of(tokenizer, vocab_file).token_names(tokenizer))
             (staging / "tokenizer_config.json").write_text(json.dumps(tokenizer_config, indent=2) + "\n")

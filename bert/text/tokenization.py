@@ -183,6 +183,13 @@ class TokenLayout:
         ).astype(np.int8)
         return ids, types
 
+    def token_names(self, tokenizer: Tokenizer) -> dict[str, str]:
+        """The special tokens by the names transformers' tokenizer_config.json gives them."""
+        roles = {"cls_token": self.cls, "sep_token": self.sep, "mask_token": self.mask, "pad_token": self.pad}
+        return {
+            name: tokenizer.id_to_token(index) for name, index in {**roles, "unk_token": self.unk}.items()
+        }
+
     def replaceable_ids(self) -> np.ndarray:
         """The ids a masked position may be replaced by at random: the whole vocabulary for
         WordPiece (as Google draws: BERT's bytes), every id but the special ones for the others
