@@ -558,7 +558,9 @@ def main() -> None:
         help="file or glob: .parquet sentence shards, or text "
         "(one sentence per line, blank line between documents)",
     )
-    parser.add_argument("--vocab", required=True, help="vocab.txt")
+    parser.add_argument(
+        "--vocab", required=True, help="vocab.txt (BERT's WordPiece) or tokenizer.json (any fast tokenizer)"
+    )
     parser.add_argument("--output", required=True, help="output .hdf5 file")
     parser.add_argument("--max-seq-length", type=int, default=128)
     parser.add_argument("--max-predictions-per-seq", type=int, default=20)
