@@ -32,7 +32,7 @@ def main() -> None:
     manifest = create_examples(
         train_shards(layout.shards(), list(params.corpora)),
         layout.examples(phase),
-        layout.VOCAB,
+        layout.vocab_file(),
         params.vocab.lower_case,
         config,
         params.mixing.mode,

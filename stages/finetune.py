@@ -98,7 +98,7 @@ def check_model(model: nn.Module, start: StartingPoint, max_seq_length: int, len
     config, vocab_size = model.config, start.tokenizer.get_vocab_size()
     if config.vocab_size < vocab_size:
         raise UserError(
-            f"{start.folder}: config.json has vocab_size {config.vocab_size}, vocab.txt {vocab_size} tokens; "
+            f"{start.folder}: config.json has vocab_size {config.vocab_size}, {layout.tokenizer_file(start.folder).name} {vocab_size} tokens; "
             "the folder's weights and vocabulary do not belong together"
         )
     if max_seq_length > config.max_position_embeddings:
@@ -164,5 +164,5 @@ def train_and_save(
         rank=distributed.rank, world_size=distributed.world_size,
     )  # fmt: skip
     if distributed.is_main:
-        model.save_pretrained(place.model, start.folder / "vocab.txt", start.lower_case, label_names)
+        model.save_pretrained(place.model, layout.tokenizer_file(start.folder), start.lower_case, label_names)
         log.info("wrote %s", place.model)

@@ -15,18 +15,19 @@ import torch
 from bert.errors import UserError, run_main
 from bert.model.config import BertConfig
 from bert.model.network import BertForPreTraining
+from bert.text.tokenization import vocabulary_size
 from stages import layout
 from stages.params import load_params
 
-VOCAB = layout.VOCAB
 OUT_DIR = layout.weights("random")
 
 
 def main() -> None:
     params = load_params()
-    if not VOCAB.is_file():
-        raise UserError(f"{VOCAB}: not found; run the vocab stage first (dvc repro vocab)")
-    model = write_random_weights(OUT_DIR, VOCAB, params.model.size, params.seed, params.vocab.lower_case)
+    vocab_file = layout.vocab_file()
+    if not vocab_file.is_file():
+        raise UserError(f"{vocab_file}: not found; run the vocab stage first (dvc repro vocab)")
+    model = write_random_weights(OUT_DIR, vocab_file, params.model.size, params.seed, params.vocab.lower_case)
     logging.getLogger("init_random").info(
         "%s: %s, %.1fM parameters, seed %d",
         OUT_DIR,
@@ -41,8 +42,7 @@ def write_random_weights(
 ) -> BertForPreTraining:
     """Fresh weights of `size` over `vocab_file`, drawn from `seed`, saved in `out_dir` (Hugging Face
     format, with the vocabulary)."""
-    with open(vocab_file, encoding="utf-8") as file:
-        vocab_size = sum(1 for _ in file)
+    vocab_size = vocabulary_size(vocab_file)
     torch.manual_seed(seed)
     model = BertForPreTraining(BertConfig.resolve(size, vocab_size))
     model.save_pretrained(out_dir, vocab_file=vocab_file, lower_case=lower_case)

@@ -11,7 +11,7 @@ from bert.errors import UserError
 DATA = Path("data")
 SAMPLE = DATA / "sample"  # the bundled sample world (committed), the demo's sources
 VOCAB_DIR = DATA / "vocab"
-VOCAB = VOCAB_DIR / "vocab.txt"
+VOCAB = VOCAB_DIR / "vocab.txt"  # a WordPiece run's; vocab_file() is the one of any run
 SQUAD_DIR = DATA / "squad"
 SQUAD_TRAIN = SQUAD_DIR / "train.json"
 SQUAD_DEV = SQUAD_DIR / "dev.json"
@@ -181,12 +181,29 @@ def weights_stage(name: str) -> str:
     return "init_random" if name == "random" else f"download_weights@{name}"
 
 
+def tokenizer_file(directory: Path) -> Path:
+    """The file that holds a folder's vocabulary: vocab.txt (BERT's WordPiece), else tokenizer.json
+    (any other tokenizer), as bert.text.tokenization.load_tokenizer_from_dir reads a folder."""
+    vocab = directory / "vocab.txt"
+    return (
+        vocab
+        if vocab.is_file() or not (directory / "tokenizer.json").is_file()
+        else directory / "tokenizer.json"
+    )
+
+
+def vocab_file() -> Path:
+    """The vocab stage's tokenizer: data/vocab/vocab.txt (WordPiece), else data/vocab/tokenizer.json."""
+    return tokenizer_file(VOCAB_DIR)
+
+
 def init_directory(init: str) -> Path:
     """The Hugging Face folder finetune.init names, as its stage left it."""
     directory = weights(init)
     stage = weights_stage(init)
-    if not (directory / "vocab.txt").is_file() or not (directory / "config.json").is_file():
+    if not tokenizer_file(directory).is_file() or not (directory / "config.json").is_file():
         raise UserError(
-            f"{directory}: no config.json + vocab.txt for finetune.init={init}; run `dvc repro {stage}`"
+            f"{directory}: no config.json + vocab.txt (or tokenizer.json) for finetune.init={init}; "
+            f"run `dvc repro {stage}`"
         )
     return directory

@@ -98,7 +98,10 @@ class Clean:
 
 @dataclass
 class Vocab:
-    source: str  # train | google | file:<path> | weights (the vocabulary of the weights pretrain.phases starts from)
+    source: str  # train | google | file:<path> (vocab.txt or tokenizer.json) | weights (the tokenizer of the weights pretrain.phases starts from)
+    kind: Literal[
+        "wordpiece", "bpe"
+    ]  # what source train trains: BERT's WordPiece or a byte-level BPE (tokenizer.json)
     url: str
     checksum: str | None  # null: not checked
     vocab_size: Annotated[int, Range(low=100)]
@@ -644,6 +647,11 @@ def _check(params: Params) -> None:
     require(
         vocab_source in ("train", "google", "weights") or vocab_source.startswith("file:"),
         f"vocab.source is {vocab_source!r}; allowed: train, google, file:<path>, weights",
+    )
+    require(
+        params.vocab.kind != "bpe" or vocab_source != "train" or params.vocab.vocab_size > 261,
+        f"vocab.vocab_size is {params.vocab.vocab_size}; vocab.kind bpe holds 256 byte symbols and 5 special "
+        "tokens before any merge: give at least 262",
     )
     if vocab_source.startswith("file:"):
         require(Path(vocab_source[5:]).is_file(), f"vocab.source: {vocab_source[5:]} does not exist")

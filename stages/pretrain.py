@@ -28,6 +28,7 @@ from bert.model.hf import WEIGHT_FILES, check_reloads, untrained_tensors
 from bert.model.network import BertForPreTraining
 from bert.pretraining.loader import DynamicMasking, PretrainingData
 from bert.pretraining.loss import pretraining_objective
+from bert.text.tokenization import vocabulary_size
 from bert.training.checkpoints import UNREADABLE, file_sha256, load_checkpoint, newest_checkpoint
 from bert.training.loop import RunRecord, train
 from bert.training.optim import fit_optimizer_state, learning_rate_schedule, recipe_optimizer
@@ -65,10 +66,10 @@ def main() -> None:
 def pretrain(params: Params, phase: str, distributed: Distributed) -> None:
     spec = getattr(params.pretrain, phase)
     examples = getattr(params.examples, phase)
-    vocab_file = layout.VOCAB
+    vocab_file = layout.vocab_file()
     if not vocab_file.is_file():
         raise UserError(f"{vocab_file}: not found; run the `vocab` stage first")
-    vocab_size = len(vocab_file.read_text(encoding="utf-8").splitlines())
+    vocab_size = vocabulary_size(vocab_file)
     shards = sorted(layout.examples(phase).glob("*.hdf5"))
 
     length_binning, unpad = params.pretrain.length_binning, params.pretrain.unpad
@@ -151,7 +152,7 @@ def start_model(
         )
     released = start in params.weights
     if released:
-        released_vocab = directory / "vocab.txt"
+        released_vocab = layout.tokenizer_file(directory)
         if not released_vocab.is_file() or released_vocab.read_bytes() != vocab_file.read_bytes():
             raise UserError(
                 f"{vocab_file} is not {released_vocab}, the vocabulary of weights.{start} ({where}); "

@@ -1,5 +1,6 @@
-"""Stage `vocab`: data/vocab/vocab.txt + tokenizer_config.json, trained on the train shards,
-downloaded (Google's), copied, or (vocab.source: weights) the vocabulary of the released weights
+"""Stage `vocab`: data/vocab/vocab.txt (WordPiece) or tokenizer.json (vocab.kind: bpe, or a
+tokenizer.json source) + tokenizer_config.json, trained on the train shards,
+downloaded (Google's), copied, or (vocab.source: weights) the tokenizer of the released weights
 pretraining starts from (pretrain.phases), fetched from `weights.<name>` itself: the vocabulary comes before the
 examples, and download_weights@<name> (which pretraining reads) need not run first."""
 
@@ -9,6 +10,7 @@ from functools import partial
 
 from bert.corpus.sentence_shards import iter_sentences, train_shards
 from bert.errors import UserError, run_main
+from bert.text.tokenization import vocabulary_size
 from bert.text.vocab import prepare_vocab, released_lower_case
 from stages import layout
 from stages.params import load_params
@@ -31,16 +33,21 @@ def main() -> None:
         vocab.source,
         layout.VOCAB_DIR,
         vocab.lower_case,
+        kind=vocab.kind,
         sentences=sentences,
         vocab_size=vocab.vocab_size,
         min_frequency=vocab.min_frequency,
         url=url,
         checksum=vocab.checksum,
     )
-    with open(path, encoding="utf-8") as file:
-        size = sum(1 for _ in file)
+    size = vocabulary_size(path)
     logging.getLogger("vocab").info(
-        "%s: %d tokens (source: %s, lower_case: %s)", path, size, vocab.source, vocab.lower_case
+        "%s: %d tokens (source: %s, kind: %s, lower_case: %s)",
+        path,
+        size,
+        vocab.source,
+        vocab.kind,
+        vocab.lower_case,
     )
 
 

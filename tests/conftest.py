@@ -67,6 +67,7 @@ LONGEST_FIRST = [
     "pretraining/test_stage.py",  # 35
     "corpus/test_shards.py",  # 30
     "test_cluster.py",  # 25
+    "test_tokenizer_json.py",  # 30
     "test_thread_counts.py",  # 20
     "test_bench_squad.py",  # 15
     "test_parallel.py",  # 15

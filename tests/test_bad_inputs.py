@@ -358,6 +358,15 @@ def write_bytes(path: Path, data: bytes) -> None:
     path.write_bytes(data)
 
 
+def cased_bpe(root: Path) -> None:
+    """sources/tokenizer.json: a byte-level BPE that keeps case (as ModernBERT's)."""
+    from bert.text.vocab import train_bpe
+
+    tokenizer = train_bpe(lambda: iter(VOCAB * 3), vocab_size=300, min_frequency=2, lower_case=False)
+    (root / "sources").mkdir(parents=True, exist_ok=True)
+    tokenizer.save(str(root / "sources/tokenizer.json"))
+
+
 def rewrite_params(root: Path) -> None:
     """params.yaml rewritten as the tests write it (what a user's fix comes to)."""
     write_params(root)
@@ -686,6 +695,10 @@ CASES = [
                  lambda root: write_bytes(root / "sources/vocab.txt", "\n".join([*VOCAB, "malmö"]).encode("latin-1"))),
          ("sources/vocab.txt", "not UTF-8", f"line {len(VOCAB) + 1}, column 5"), "data/vocab",
          fix=lambda root: write_vocab(root / "sources/vocab.txt")),
+    Case("vocab-lower-case-contradicts-tokenizer-json", VOCAB_STAGE,
+         in_turn(param("vocab.source", "file:sources/tokenizer.json"), param("vocab.lower_case", True), cased_bpe),
+         ("vocab.lower_case is true", "vocab.source file:sources/tokenizer.json", "set vocab.lower_case: false"),
+         "data/vocab", fix=param("vocab.lower_case", False)),
     # Archives and downloads: damaged or encrypted members, HTML served in place of the file
     Case("task-zip-damaged-member", DOWNLOAD_RTE, zip_task("member"),
          ("sources/RTE.zip:RTE/train.tsv", "damaged", "download the archive again"), "data/tasks/rte",

@@ -47,7 +47,7 @@ def test_ids_equal_transformers_python_bert_tokenizer(sentences, uncased_vocab, 
     mismatches = [(s, a, b) for s, a, b in zip(sentences, ours, expected) if a != b]
     assert not mismatches, mismatches[:3]
     # the word-cached encoder gives the same ids, sentence by sentence
-    ids, lengths = SentenceEncoder(tokenizer).encode(sentences)
+    ids, lengths, _ = SentenceEncoder(tokenizer).encode(sentences)
     assert lengths.tolist() == [len(e) for e in expected]
     assert ids.tolist() == [token for e in expected for token in e]
     # the pair template is BERT's
@@ -60,7 +60,7 @@ def test_sentence_encoder_cache_survives_clearing(uncased_vocab):
     encoder = SentenceEncoder(tokenizer, max_cached_chunks=3)
     batch = ["the cat sat on the mat", "a dog, a frog.", ""]
     for _ in range(3):
-        ids, lengths = encoder.encode(batch)
+        ids, lengths, _ = encoder.encode(batch)
         expected = [tokenizer.encode(s, add_special_tokens=False).ids for s in batch]
         assert ids.tolist() == sum(expected, []) and lengths.tolist() == [len(e) for e in expected]
 
@@ -76,9 +76,9 @@ def test_sentence_encoder_on_random_strings_of_awkward_characters(uncased_vocab)
     encoder = SentenceEncoder(tokenizer)
     for _ in range(3):  # a cold cache, then a warm one
         batch = ["".join(rng.choice(alphabet, size=rng.integers(0, 12))) for _ in range(300)]
-        ids, lengths = encoder.encode(batch)
+        ids, lengths, _ = encoder.encode(batch)
         expected = [tokenizer.encode(s, add_special_tokens=False).ids for s in batch]
         assert lengths.tolist() == [len(e) for e in expected]
         assert ids.tolist() == [token for e in expected for token in e]
-    ids, lengths = encoder.encode([])
+    ids, lengths, _ = encoder.encode([])
     assert ids.shape == lengths.shape == (0,)

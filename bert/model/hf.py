@@ -20,6 +20,7 @@ from bert.atomic import atomic_folder
 from bert.errors import UserError, first_line
 from bert.inputs import check_content, read_json, shown
 from bert.model.config import BertConfig
+from bert.text.tokenization import TokenLayout, load_tokenizer
 
 log = logging.getLogger(__name__)
 
@@ -444,10 +445,15 @@ def save_pretrained(
         (staging / "config.json").write_text(json.dumps(config, indent=2) + "\n")
         save_file(state, staging / "model.safetensors", metadata={"format": "pt"})
         if vocab_file is not None:
-            shutil.copyfile(vocab_file, staging / "vocab.txt")
+            # BERT's vocab.txt, or any other tokenizer's tokenizer.json (bert.text.tokenization)
+            bert_vocab = Path(vocab_file).suffix != ".json"
+            shutil.copyfile(vocab_file, staging / ("vocab.txt" if bert_vocab else "tokenizer.json"))
             tokenizer_config = {
-                "tokenizer_class": "BertTokenizer",
+                "tokenizer_class": "BertTokenizer" if bert_vocab else "PreTrainedTokenizerFast",
                 "do_lower_case": lower_case,
                 "model_max_length": model.config.max_position_embeddings,
             }
+            if not bert_vocab:  # transformers' PreTrainedTokenizerFast learns its special tokens here
+                tokenizer = load_tokenizer(vocab_file)
+                tokenizer_config.update(TokenLayout.of(tokenizer, vocab_file).token_names(tokenizer))
             (staging / "tokenizer_config.json").write_text(json.dumps(tokenizer_config, indent=2) + "\n")

@@ -3,9 +3,9 @@
 One file holds N instances of S tokens with up to P masked positions each, as NVIDIA's
 run_pretraining.py reads them:
 
-    input_ids             int32 [N, S]   [CLS] A [SEP] B [SEP], then 0 (padding)
+    input_ids             int32 [N, S]   [CLS] A [SEP] B [SEP], then [PAD] (0 in BERT's vocabularies)
     input_mask            int8  [N, S]   1 for real tokens
-    segment_ids           int8  [N, S]   1 for the tokens of B
+    segment_ids           int8  [N, S]   1 for the tokens of B (the type id the tokenizer's template gives B)
     masked_lm_positions   int32 [N, P]   unused slots are 0
     masked_lm_ids         int32 [N, P]   unused slots are 0
     next_sentence_labels  int8  [N]      1 = B is a random next segment

@@ -44,7 +44,7 @@ from bert.errors import UserError, run_main
 from bert.parallel import run_tasks
 from bert.pretraining.hdf5 import ShardWriter, copy_instances, shard_attrs
 from bert.pretraining.masking import mask_batch
-from bert.text.tokenization import SentenceEncoder, continuation_table, load_tokenizer
+from bert.text.tokenization import SentenceEncoder, TokenLayout, load_tokenizer
 
 log = logging.getLogger(__name__)
 
@@ -99,6 +99,7 @@ class ShardStats:
 @dataclass
 class TokenizedDocuments:
     ids: np.ndarray  # int32 [total tokens]
+    word_start: np.ndarray  # bool [total tokens]: the first piece of a word (whole-word masking)
     sentence_starts: np.ndarray  # int64 [num sentences + 1], offsets into ids
     document_starts: np.ndarray  # int64 [num documents + 1], offsets into sentences
     identity: np.ndarray  # int64 [num documents]; copies of one document share it
@@ -111,12 +112,13 @@ class TokenizedDocuments:
 def tokenize_documents(encoder, batches: Iterable[tuple[list[list[str]], list[int]]], stats: ShardStats):
     """Tokenise (documents, identities) batches into one TokenizedDocuments; sentences without
     tokens and documents without sentences are dropped, as in the reference."""
-    id_parts, sentence_lengths, document_sizes, identities = [], [], [], []
+    id_parts, start_parts, sentence_lengths, document_sizes, identities = [], [], [], [], []
     for documents, identity in batches:
         sentences = [sentence for document in documents for sentence in document]
         stats.text_bytes += len("".join(sentences).encode("utf-8"))
-        ids, lengths = encoder.encode(sentences)
+        ids, lengths, word_start = encoder.encode(sentences)
         id_parts.append(ids)
+        start_parts.append(word_start)
         nonempty = lengths > 0
         sentence_lengths.append(lengths[nonempty])
         document_of_sentence = np.repeat(np.arange(len(documents)), [len(document) for document in documents])
@@ -130,6 +132,7 @@ def tokenize_documents(encoder, batches: Iterable[tuple[list[list[str]], list[in
     stats.sentences += len(lengths)
     return TokenizedDocuments(
         ids=np.concatenate(id_parts) if id_parts else np.zeros(0, np.int32),
+        word_start=np.concatenate(start_parts) if start_parts else np.zeros(0, bool),
         sentence_starts=np.concatenate([[0], np.cumsum(lengths, dtype=np.int64)]),
         document_starts=np.concatenate([[0], np.cumsum(sizes, dtype=np.int64)]),
         identity=np.concatenate(identities) if identities else np.zeros(0, np.int64),
@@ -267,7 +270,7 @@ def create_packed(
 
 def assemble_packed(ids: np.ndarray, pieces: np.ndarray, max_seq_length: int) -> dict[str, np.ndarray]:
     """`[CLS] pieces [SEP]` + padding for every instance of create_packed at once: input_ids,
-    input_mask, segment_ids (all 0: one segment) and `candidate`, as assemble() makes them."""
+    input_mask, segment_ids (all 0: one segment), `candidate` and `source`, as assemble() makes them."""
     cls_index, sep_index, pad_index = len(ids) - 3, len(ids) - 2, len(ids) - 1
     instance, start, length = (
         pieces[:, 0],
@@ -293,34 +296,57 @@ def assemble_packed(ids: np.ndarray, pieces: np.ndarray, max_seq_length: int) ->
         "input_mask": input_mask.view(np.int8),
         "segment_ids": np.zeros((num_instances, max_seq_length), np.int8),
         "candidate": source < cls_index,
+        "source": source,
     }
 
 
 @dataclass(frozen=True)
 class SpecialIds:
+    """The tokenizer's special tokens as example creation uses them: one before each instance, one
+    after each segment (and between packed documents), the type id of segment B and its [SEP]."""
+
     cls: int
     sep: int
     mask: int
-    vocab_size: int
+    pad: int
+    second_type: int
+    replaceable: np.ndarray = field(compare=False)  # ids a masked position may be replaced by at random
+    pairs: str = ""  # why the tokenizer's pair template is not `CLS A SEP B SEP`; "" when it is
 
     @classmethod
-    def of(cls, tokenizer) -> "SpecialIds":
-        return cls(
-            tokenizer.token_to_id("[CLS]"),
-            tokenizer.token_to_id("[SEP]"),
-            tokenizer.token_to_id("[MASK]"),
-            tokenizer.get_vocab_size(),
-        )
+    def of(cls, tokenizer, source: str | Path = "the tokenizer") -> "SpecialIds":
+        layout = TokenLayout.of(tokenizer, source)
+        if len(layout.single_before) != 1 or len(layout.single_after) != 1:
+            raise UserError(
+                f"{source}: example creation puts one special token before and one after a text "
+                "(`CLS A SEP`); this tokenizer's template puts more"
+            )
+        types = layout.pair_types
+        pairs = ""
+        if (layout.pair_before, layout.pair_between, layout.pair_after) != (
+            layout.single_before,
+            layout.single_after,
+            layout.single_after,
+        ) or (types[0], types[1], types[2], types[4]) != ((0,), 0, (0,), (types[3],)):
+            pairs = (
+                f"{source}: next-sentence pairs are laid out `CLS A SEP B SEP` (B and its SEP of one "
+                "type id); this tokenizer's pair template differs: set examples.next_sentence: false"
+            )
+        return cls(layout.cls, layout.sep, layout.mask, layout.pad, types[3], layout.replaceable_ids(), pairs)
 
 
 def with_special_tokens(ids: np.ndarray, special: SpecialIds) -> np.ndarray:
-    """docs.ids followed by [CLS], [SEP] and padding (0, as Google pads), for assemble()."""
-    return np.concatenate([ids, np.array([special.cls, special.sep, 0], dtype=ids.dtype)])
+    """docs.ids followed by [CLS], [SEP] and padding ([PAD]: 0 in BERT's vocabularies, as Google
+    pads), for assemble()."""
+    return np.concatenate([ids, np.array([special.cls, special.sep, special.pad], dtype=ids.dtype)])
 
 
-def assemble(ids: np.ndarray, pairs: np.ndarray, max_seq_length: int) -> dict[str, np.ndarray]:
+def assemble(
+    ids: np.ndarray, pairs: np.ndarray, max_seq_length: int, second_type: int = 1
+) -> dict[str, np.ndarray]:
     """`[CLS] A [SEP] B [SEP]` + padding for every pair at once: input_ids, input_mask,
-    segment_ids, next_sentence_labels, and `candidate` (the maskable positions).
+    segment_ids (`second_type` for B and its [SEP]), next_sentence_labels, `candidate` (the
+    maskable positions) and `source` (each position's index in `ids`).
 
     `ids` ends with [CLS], [SEP] and padding (with_special_tokens), so every position of every
     instance is a single index into it and input_ids is one gather."""
@@ -341,9 +367,10 @@ def assemble(ids: np.ndarray, pairs: np.ndarray, max_seq_length: int) -> dict[st
     return {
         "input_ids": ids[source],
         "input_mask": input_mask.view(np.int8),
-        "segment_ids": ((position >= b_first) & input_mask).view(np.int8),
+        "segment_ids": ((position >= b_first) & input_mask).view(np.int8) * np.int8(second_type),
         "next_sentence_labels": pairs[:, 4].astype(np.int8),
         "candidate": source < cls_index,
+        "source": source,
     }
 
 
@@ -354,16 +381,13 @@ def assemble(ids: np.ndarray, pairs: np.ndarray, max_seq_length: int) -> dict[st
 _TOKENIZERS: dict = {}  # one per worker process: the word cache then serves all of its shards
 
 
-def _tokenizer_for(vocab_file: str, lower_case: bool, whole_word_mask: bool):
-    """(SentenceEncoder, SpecialIds, `##` table for whole-word masking or None)."""
+def _tokenizer_for(vocab_file: str, lower_case: bool):
+    """(SentenceEncoder, SpecialIds) of a vocab.txt or tokenizer.json."""
     key = (str(vocab_file), lower_case)
     if key not in _TOKENIZERS:
         tokenizer = load_tokenizer(vocab_file, lower_case)
-        _TOKENIZERS[key] = [SentenceEncoder(tokenizer), SpecialIds.of(tokenizer), None]
-    encoder, special, continuation = _TOKENIZERS[key]
-    if whole_word_mask and continuation is None:  # 60 ms: only when needed
-        continuation = _TOKENIZERS[key][2] = continuation_table(encoder.tokenizer)
-    return encoder, special, continuation
+        _TOKENIZERS[key] = SentenceEncoder(tokenizer), SpecialIds.of(tokenizer, vocab_file)
+    return _TOKENIZERS[key]
 
 
 def write_instances(
@@ -379,7 +403,7 @@ def write_instances(
     and write them to the HDF5 file `output`. `batches` yields (documents, identities); `seed` is
     a sequence of ints (the run's seed and the shard's index) that fixes every random choice.
     `compressed=False`: for a temporary file that copy_instances will copy."""
-    encoder, special, continuation = _tokenizer_for(str(vocab_file), lower_case, config.whole_word_mask)
+    encoder, special = _tokenizer_for(str(vocab_file), lower_case)
     stats = ShardStats()
     docs = tokenize_documents(encoder, batches, stats)
     seed = [int(part) for part in seed]
@@ -397,12 +421,16 @@ def write_instances(
     ) as writer:
         if docs.num_documents == 0:
             return stats
+        if config.next_sentence and special.pairs:
+            raise UserError(special.pairs)
         if docs.num_documents == 1 and config.next_sentence:
             raise UserError(
                 f"{output}: only one document for this shard, and random next segments need another one; "
                 "give more text or fewer output shards"
             )
         ids = with_special_tokens(docs.ids, special)
+        # the specials and padding count as word starts: they end the word before them
+        word_start = np.concatenate([docs.word_start, np.ones(3, dtype=bool)])
         for _ in range(config.dupe_factor):
             order = order_rng.permutation(docs.num_documents)
             # batches of documents holding about TOKENS_PER_BATCH tokens
@@ -415,13 +443,13 @@ def write_instances(
                     pieces = create_packed(docs, group.tolist(), config)
                     if len(pieces):
                         batch = assemble_packed(ids, pieces, config.max_seq_length)
-                        writer.append(_masked(batch, config, special, continuation, mask_rng))
+                        writer.append(_masked(batch, config, special, word_start, mask_rng))
                         stats.instances += len(batch["input_ids"])
                         stats.tokens += int(batch["input_mask"].sum(dtype=np.int64))
                     continue
                 pairs = create_pairs(docs, group.tolist(), config, pair_rng)
                 if len(pairs):
-                    writer.append(_make_batch(ids, pairs, config, special, continuation, mask_rng))
+                    writer.append(_make_batch(ids, pairs, config, special, word_start, mask_rng))
                     stats.instances += len(pairs)
                     stats.tokens += int((pairs[:, 1] + pairs[:, 3] + 3).sum())
                     stats.random_next += int(pairs[:, 4].sum())
@@ -429,27 +457,28 @@ def write_instances(
 
 
 def _make_batch(
-    ids, pairs, config: ExampleConfig, special: SpecialIds, continuation, rng
+    ids, pairs, config: ExampleConfig, special: SpecialIds, word_start, rng
 ) -> dict[str, np.ndarray]:
-    return _masked(assemble(ids, pairs, config.max_seq_length), config, special, continuation, rng)
+    batch = assemble(ids, pairs, config.max_seq_length, special.second_type)
+    return _masked(batch, config, special, word_start, rng)
 
 
-def _masked(batch, config: ExampleConfig, special: SpecialIds, continuation, rng) -> dict[str, np.ndarray]:
-    """An assembled batch masked (or, for dynamic masking, with empty mask slots) and without `candidate`."""
-    candidate = batch.pop("candidate")
+def _masked(batch, config: ExampleConfig, special: SpecialIds, word_start, rng) -> dict[str, np.ndarray]:
+    """An assembled batch masked (or, for dynamic masking, with empty mask slots) and without
+    `candidate` and `source`. word_start: bool per index of the ids the batch was assembled from."""
+    candidate, source = batch.pop("candidate"), batch.pop("source")
     rows = len(batch["input_ids"])
     if config.dynamic_masking:
         batch["masked_lm_positions"] = np.zeros((rows, config.max_predictions_per_seq), np.int32)
         batch["masked_lm_ids"] = np.zeros((rows, config.max_predictions_per_seq), np.int32)
         return batch
-    word_start = ~continuation[batch["input_ids"]] if config.whole_word_mask else None
     batch["input_ids"], batch["masked_lm_positions"], batch["masked_lm_ids"] = mask_batch(
         batch["input_ids"],
         candidate,
-        word_start,
+        word_start[source] if config.whole_word_mask else None,
         config.masked_lm_prob,
         config.max_predictions_per_seq,
-        special.vocab_size,
+        special.replaceable,
         special.mask,
         rng,
     )
@@ -529,7 +558,9 @@ def main() -> None:
         help="file or glob: .parquet sentence shards, or text "
         "(one sentence per line, blank line between documents)",
     )
-    parser.add_argument("--vocab", required=True, help="vocab.txt")
+    parser.add_argument(
+        "--vocab", required=True, help="vocab.txt (BERT's WordPiece) or tokenizer.json (any fast tokenizer)"
+    )
     parser.add_argument("--output", required=True, help="output .hdf5 file")
     parser.add_argument("--max-seq-length", type=int, default=128)
     parser.add_argument("--max-predictions-per-seq", type=int, default=20)

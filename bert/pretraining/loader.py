@@ -40,6 +40,7 @@ from torch.utils.data import DataLoader, Dataset
 from bert.errors import UserError
 from bert.pretraining.hdf5 import NAMES, describe_shards
 from bert.pretraining.masking import mask_batch
+from bert.text.tokenization import TokenLayout, continuation_table, load_tokenizer
 from bert.training.binning import bin_by_length, window_batches
 from bert.training.collectives import PREEMPTION_SIGNALS
 from bert.training.global_batch import accumulation_steps, micro_slice
@@ -53,23 +54,33 @@ class DynamicMasking:
 
     masked_lm_prob: float
     max_predictions: int
-    vocab_size: int
+    replaceable: np.ndarray  # ids a masked position may be replaced by at random
     mask_id: int
-    never_masked: tuple[int, ...]  # [CLS], [SEP], [PAD]
+    never_masked: tuple[int, ...]  # the template's special tokens and padding: [CLS], [SEP], [PAD]
     continuation: np.ndarray | None = None  # bool per token id, True for "##" pieces: whole-word masking
 
     @classmethod
     def from_vocab(
         cls, vocab_file: str | Path, masked_lm_prob: float, max_predictions: int, whole_word_mask: bool
     ) -> "DynamicMasking":
-        tokens = Path(vocab_file).read_text(encoding="utf-8").splitlines()
-        ids = {token: index for index, token in enumerate(tokens)}
-        missing = [t for t in ("[PAD]", "[CLS]", "[SEP]", "[MASK]") if t not in ids]
-        if missing:
-            raise UserError(f"{vocab_file}: vocabulary lacks {missing}; it is not a BERT vocab.txt")
-        continuation = np.array([t.startswith("##") for t in tokens]) if whole_word_mask else None
-        never = (ids["[CLS]"], ids["[SEP]"], ids["[PAD]"])
-        return cls(masked_lm_prob, max_predictions, len(tokens), ids["[MASK]"], never, continuation)
+        """From the vocab stage's vocab.txt or tokenizer.json. The stored ids of a WordPiece
+        vocabulary tell where words start (`##`); other tokenizers' ids do not."""
+        tokenizer = load_tokenizer(vocab_file)
+        layout = TokenLayout.of(tokenizer, vocab_file)
+        continuation = None
+        if whole_word_mask:
+            if layout.kind != "wordpiece":
+                raise UserError(
+                    f"{vocab_file}: examples.whole_word_mask with examples.masking: dynamic needs a WordPiece "
+                    f"vocabulary (its `##` pieces mark words), not {layout.kind}; set examples.masking: static"
+                )
+            continuation = continuation_table(tokenizer)
+        # what example creation never picks: the template's tokens and padding (text's [UNK] is maskable)
+        template = (*layout.pair_before, *layout.pair_between, *layout.pair_after, *layout.single_before)
+        never = tuple(sorted({*template, *layout.single_after, layout.pad}))
+        return cls(
+            masked_lm_prob, max_predictions, layout.replaceable_ids(), layout.mask, never, continuation
+        )
 
 
 class PretrainingData:
@@ -266,7 +277,7 @@ class EpochBatches(Dataset):
             word_start,
             spec.masked_lm_prob,
             spec.max_predictions,
-            spec.vocab_size,
+            spec.replaceable,
             spec.mask_id,
             rng,
         )

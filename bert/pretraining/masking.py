@@ -3,8 +3,9 @@
 Per sequence: pick num_to_predict = min(max_predictions, max(1, round(length * masked_lm_prob)))
 positions (length counts [CLS] and [SEP], as Google does) uniformly among the maskable ones; with
 whole-word masking pick whole words in random order, skipping a word that would overshoot, as
-Google does. Each picked position becomes [MASK] 80% of the time, a random token of the whole
-vocabulary 10%, and stays itself 10%. The same function serves static masking (example creation)
+Google does. Each picked position becomes [MASK] 80% of the time, a random token 10% (of the whole
+vocabulary for WordPiece, as Google; of the non-special ids for other tokenizers), and stays itself
+10%. The same function serves static masking (example creation)
 and dynamic masking (the pretraining data loader, each epoch).
 """
 
@@ -17,7 +18,7 @@ def mask_batch(
     word_start: np.ndarray | None,
     masked_lm_prob: float,
     max_predictions: int,
-    vocab_size: int,
+    replaceable: np.ndarray,
     mask_id: int,
     rng: np.random.Generator,
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -27,7 +28,8 @@ def mask_batch(
     that are not [CLS]/[SEP]/[PAD]). word_start [N, S] bool or None: for whole-word masking, True at
     the first piece of each word; a False candidate joins the word of the candidate before it.
     Returns (masked_input_ids [N, S], masked_lm_positions [N, P] int32, masked_lm_ids [N, P] int32)
-    with P = max_predictions, positions ascending, unused slots 0.
+    with P = max_predictions, positions ascending, unused slots 0. replaceable: int [K], the ids a
+    position replaced at random is drawn from, uniformly (TokenLayout.replaceable_ids).
     """
     input_ids = np.asarray(input_ids)
     candidate = np.asarray(candidate, dtype=bool)
@@ -59,7 +61,7 @@ def mask_batch(
     action = rng.random(rows.size)
     replacement = np.where(action < 0.8, mask_id, original)
     random_token = action >= 0.9
-    replacement[random_token] = rng.integers(0, vocab_size, size=int(random_token.sum()))
+    replacement[random_token] = replaceable[rng.integers(0, len(replaceable), size=int(random_token.sum()))]
     masked = input_ids.copy()
     masked[rows, cols] = replacement
     labels = np.zeros((num_rows, max_predictions), dtype=np.int32)

@@ -1,4 +1,5 @@
-"""Task examples as model inputs: `[CLS] first [SEP] second [SEP]`, as google-research/bert's
+"""Task examples as model inputs: `[CLS] first [SEP] second [SEP]` (or the pair template of the
+tokenizer in use), as google-research/bert's
 run_classifier.py and NVIDIA's run_swag.py build them.
 
 A pair too long for `max_seq_length` loses tokens from the end of its longer text, one at a time
@@ -13,6 +14,7 @@ from tokenizers import Tokenizer
 from tqdm import tqdm
 
 from bert.tasks.data import TaskExamples
+from bert.text.tokenization import TokenLayout
 
 
 @dataclass
@@ -51,7 +53,10 @@ def make_features(
     input_ids = np.zeros(shape, np.int32)
     token_type_ids = np.zeros(shape, np.int8)
     attention_mask = np.zeros(shape, np.int8)
-    cls_id, sep_id = tokenizer.token_to_id("[CLS]"), tokenizer.token_to_id("[SEP]")
+    layout = TokenLayout.of(tokenizer)
+    single_specials = len(layout.single_before) + len(layout.single_after)
+    pair_specials = len(layout.pair_before) + len(layout.pair_between) + len(layout.pair_after)
+    input_ids[...] = layout.pad
 
     def pieces(texts: list[str]) -> list[list[int]]:
         return [encoding.ids for encoding in tokenizer.encode_batch(texts, add_special_tokens=False)]
@@ -65,13 +70,13 @@ def make_features(
             if examples.second[row]:
                 b = seconds[next_second]
                 next_second += 1
-                a, b, cut = truncate_pair(a, b, max_seq_length - 3)
-                ids = [cls_id, *a, sep_id, *b, sep_id]
-                types = [0] * (len(a) + 2) + [1] * (len(b) + 1)
+                a, b, cut = truncate_pair(a, b, max_seq_length - pair_specials)
+                ids, types = layout.pair(a, b)
             else:
-                cut = len(a) > max_seq_length - 2
-                a = a[: max_seq_length - 2]
-                ids, types = [cls_id, *a, sep_id], [0] * (len(a) + 2)
+                cut = len(a) > max_seq_length - single_specials
+                a = a[: max_seq_length - single_specials]
+                ids = [*layout.single_before, *a, *layout.single_after]
+                types = [0] * len(ids)
             truncated += cut
             input_ids[row, choice, : len(ids)] = ids
             token_type_ids[row, choice, : len(ids)] = types

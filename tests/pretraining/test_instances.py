@@ -241,6 +241,7 @@ def toy_documents(sentence_lengths: list[list[int]]) -> TokenizedDocuments:
     lengths = [n for doc in sentence_lengths for n in doc]
     return TokenizedDocuments(
         ids=np.arange(sum(lengths), dtype=np.int32),
+        word_start=np.ones(sum(lengths), dtype=bool),
         sentence_starts=np.concatenate([[0], np.cumsum(lengths)]),
         document_starts=np.concatenate([[0], np.cumsum([len(doc) for doc in sentence_lengths])]),
         identity=np.arange(len(sentence_lengths)),
@@ -285,7 +286,7 @@ def test_mask_batch_unit():
     candidate = np.zeros((4, 50), dtype=bool)
     candidate[:, 1:30] = True
     candidate[3] = False  # a row with nothing to mask
-    masked, positions, labels = mask_batch(ids, candidate, None, 0.15, 5, 1000, 0, rng)
+    masked, positions, labels = mask_batch(ids, candidate, None, 0.15, 5, np.arange(1000), 0, rng)
     assert positions.shape == labels.shape == (4, 5) and positions.dtype == np.int32
     assert ((labels != 0).sum(axis=1) == [5, 5, 5, 0]).all()  # round(32 * 0.15) = 5
     for row in range(3):
@@ -299,7 +300,7 @@ def test_mask_batch_picks_uniform_subsets():
     ids = np.arange(1, 9, dtype=np.int32)[None, :].repeat(30000, axis=0)
     candidate = np.zeros(ids.shape, dtype=bool)
     candidate[:, [1, 2, 3, 5, 6, 7]] = True
-    _, positions, _ = mask_batch(ids, candidate, None, 0.25, 3, 1000, 0, np.random.default_rng(1))
+    _, positions, _ = mask_batch(ids, candidate, None, 0.25, 3, np.arange(1000), 0, np.random.default_rng(1))
     assert (positions[:, 2] == 0).all() and (positions[:, 0] < positions[:, 1]).all()
     assert np.isin(positions[:, :2], [1, 2, 3, 5, 6, 7]).all()
     _, counts = np.unique(positions[:, 0] * 10 + positions[:, 1], return_counts=True)

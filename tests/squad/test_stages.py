@@ -173,7 +173,7 @@ def test_missing_init_is_one_clear_line(tmp_path, uncased_vocab):
     )
     assert done.returncode == 1
     assert done.stderr.strip().splitlines()[-1] == (
-        "error: data/weights/random: no config.json + vocab.txt for finetune.init=random; "
+        "error: data/weights/random: no config.json + vocab.txt (or tokenizer.json) for finetune.init=random; "
         "run `dvc repro init_random`"
     )
 

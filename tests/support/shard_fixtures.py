@@ -63,7 +63,7 @@ def write_shard(
     if drawn_masks and not dynamic:
         candidate = (input_mask == 1) & ~np.isin(input_ids, (CLS, SEP))
         input_ids, positions, labels = mask_batch(
-            input_ids, candidate, None, 0.15, max_pred, len(VOCAB), MASK, rng
+            input_ids, candidate, None, 0.15, max_pred, np.arange(len(VOCAB)), MASK, rng
         )
     with h5py.File(path, "w") as f:
         for name, data in [
