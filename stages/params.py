@@ -33,7 +33,7 @@ from bert.inputs import (
     WeightDecay,
     read_yaml,
 )
-from bert.model.presets import PRESETS, config_file
+from bert.model.presets import SIZES, config_file
 from bert.training.recipe import FineTuningRecipe, Recipe, RunSettings
 
 PARAMS_FILE = Path("params.yaml")
@@ -638,8 +638,8 @@ def _check(params: Params) -> None:
         )
     size = params.model.size
     require(
-        size in PRESETS or config_file(size).is_file(),
-        f"model.size is {size!r}; allowed: {', '.join(PRESETS)}, or a Hugging Face config.json or its folder",
+        size in SIZES or config_file(size).is_file(),
+        f"model.size is {size!r}; allowed: {', '.join(SIZES)}, or a Hugging Face config.json or its folder",
     )
     require(
         params.squad.version in params.squad.sources,

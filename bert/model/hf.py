@@ -436,10 +436,16 @@ def save_pretrained(
         (staging / "config.json").write_text(json.dumps(config, indent=2) + "\n")
         save_file(state, staging / "model.safetensors", metadata={"format": "pt"})
         if vocab_file is not None:
-            shutil.copyfile(vocab_file, staging / "vocab.txt")
-            tokenizer_config = {
-                "tokenizer_class": "BertTokenizer",
-                "do_lower_case": lower_case,
-                "model_max_length": model.config.max_position_embeddings,
-            }
-            (staging / "tokenizer_config.json").write_text(json.dumps(tokenizer_config, indent=2) + "\n")
+            write_vocabulary(staging, vocab_file, lower_case, model.config.max_position_embeddings)
+
+
+def write_vocabulary(folder: Path, vocab_file: str | Path, lower_case: bool, max_length: int) -> None:
+    """A WordPiece vocabulary beside the weights: vocab.txt and the tokenizer_config.json with which
+    transformers' BertTokenizer reads it."""
+    shutil.copyfile(vocab_file, folder / "vocab.txt")
+    tokenizer_config = {
+        "tokenizer_class": "BertTokenizer",
+        "do_lower_case": lower_case,
+        "model_max_length": max_length,
+    }
+    (folder / "tokenizer_config.json").write_text(json.dumps(tokenizer_config, indent=2) + "\n")
