@@ -25,7 +25,8 @@ transformers = pytest.importorskip("transformers")
 torch.set_num_threads(2)
 
 SPECIAL = dict(pad_token_id=0, bos_token_id=1, eos_token_id=2, cls_token_id=1, sep_token_id=2)
-# Sequences of 24 tokens against windows of 6 to 8: the local layers see a band, not everything.
+# Sequences of 24 tokens against windows of 6 to 16: the local layers see a band, not everything
+# (in chunks where the window is short, one banded mask where it is not).
 SHAPES = {
     "biases, global every 2nd, cls": dict(
         num_hidden_layers=4, global_attn_every_n_layers=2, local_attention=8, norm_bias=True,
@@ -36,7 +37,7 @@ SHAPES = {
         decoder_bias=False, global_rope_theta=1000.0, local_rope_theta=50.0,
     ),
     "tanh gelu, one global layer, mean": dict(
-        num_hidden_layers=3, global_attn_every_n_layers=4, local_attention=7, classifier_pooling="mean",
+        num_hidden_layers=3, global_attn_every_n_layers=4, local_attention=16, classifier_pooling="mean",
         hidden_activation="gelu_pytorch_tanh", classifier_activation="silu", norm_bias=True,
     ),
 }  # fmt: skip

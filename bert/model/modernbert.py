@@ -28,6 +28,7 @@ choice. `bert/model/modernbert_hf.py` maps the parameter names to transformers'.
 """
 
 import math
+from dataclasses import dataclass
 from functools import partial
 
 import torch
@@ -118,7 +119,10 @@ class Attention(nn.Module):
         # [N, S, 3H] -> three [N, heads, S, head_size]
         q, k, v = self.qkv(x).view(n, s, 3, self.num_heads, h // self.num_heads).permute(2, 0, 3, 1, 4)
         q, k = rotate(q, *rotary), rotate(k, *rotary)
-        y = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=dropout_p)
+        if isinstance(mask, WindowChunks):
+            y = chunked_window_attention(q, k, v, mask, dropout_p)
+        else:
+            y = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=dropout_p)
         return self.out_dropout(self.out(y.transpose(1, 2).flatten(2)))
 
 
@@ -126,6 +130,66 @@ def band(length: int, radius: int, device: torch.device) -> torch.Tensor:
     """[length, length] True where query i may see key j in a local layer: |i - j| <= radius."""
     positions = torch.arange(length, device=device)
     return (positions[:, None] - positions[None, :]).abs() <= radius
+
+
+@dataclass
+class WindowChunks:
+    """A local layer's attention on a padded [N, S] batch in chunks: the queries of each chunk of
+    `size` tokens attend to the keys of that chunk widened by `radius` on each side, not to all S,
+    so attention costs S x (size + 2 radius), not S². `mask` [N x chunks, 1, size, size + 2 radius]
+    (True = attend): the window's band, the real keys, and each query itself (no empty row)."""
+
+    size: int
+    radius: int
+    count: int  # chunks: ceil(S / size)
+    mask: torch.Tensor
+
+    @classmethod
+    def from_mask(
+        cls, attention_mask: torch.Tensor | None, n: int, s: int, radius: int, device
+    ) -> "WindowChunks":
+        size = max(radius, 1)
+        count = -(-s // size)
+        end_padding = count * size - s
+        real = (
+            torch.ones(n, s, dtype=torch.bool, device=device)
+            if attention_mask is None
+            else attention_mask.bool()
+        )
+        # [N, chunks, size + 2 radius]: whether each key of each chunk's widened span is a real token
+        real_keys = F.pad(real, (radius, radius + end_padding), value=False).unfold(
+            1, size + 2 * radius, size
+        )
+        query = torch.arange(size, device=device)[:, None]
+        key = torch.arange(size + 2 * radius, device=device)[None, :]
+        offset = key - query  # key position - query position + radius
+        in_window = (offset >= 0) & (offset <= 2 * radius)
+        itself = offset == radius
+        mask = in_window & (real_keys[:, :, None, :] | itself)  # [N, chunks, size, size + 2 radius]
+        return cls(size, radius, count, mask.flatten(0, 1)[:, None])
+
+
+def chunked_window_attention(
+    q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, chunks: WindowChunks, dropout_p: float
+) -> torch.Tensor:
+    """Sliding-window attention of [N, heads, S, head_size] queries, keys and values in chunks
+    (WindowChunks): the same result as a dense SDPA with the band mask, at a fraction of its cost
+    when the window is much shorter than the sequence. -> [N, heads, S, head_size]."""
+    n, heads, s, d = q.shape
+    size, radius, count = chunks.size, chunks.radius, chunks.count
+    end_padding = count * size - s
+    # [N x chunks, heads, size, d]: each chunk's queries
+    q = F.pad(q, (0, 0, 0, end_padding)).view(n, heads, count, size, d).transpose(1, 2).flatten(0, 1)
+    # [N x chunks, heads, size + 2 radius, d]: the keys and values of each chunk's widened span
+    k, v = (
+        F.pad(x, (0, 0, radius, radius + end_padding))
+        .unfold(2, size + 2 * radius, size)  # [N, heads, chunks, d, span]
+        .permute(0, 2, 1, 4, 3)
+        .flatten(0, 1)
+        for x in (k, v)
+    )
+    y = F.scaled_dot_product_attention(q, k, v, attn_mask=chunks.mask, dropout_p=dropout_p)
+    return y.view(n, count, heads, size, d).transpose(1, 2).reshape(n, heads, count * size, d)[:, :, :s]
 
 
 def banded_packed_attention(
@@ -268,7 +332,7 @@ class ModernBertModel(ModernBertPreTrainedModel):
             return x if output_positions is None else gather_rows(x, output_positions)
         x = self.embeddings(input_ids)
         x = self.run_layers(
-            x, self.padded_masks(attention_mask, s, x.device), torch.arange(s, device=x.device)
+            x, self.padded_masks(attention_mask, n, s, x.device), torch.arange(s, device=x.device)
         )
         if output_positions is not None:
             x = gather_rows(x, output_positions)
@@ -284,12 +348,19 @@ class ModernBertModel(ModernBertPreTrainedModel):
             x = layer(x, masks, rotary)
         return x
 
-    def padded_masks(self, attention_mask: torch.Tensor | None, s: int, device: torch.device) -> dict:
+    def padded_masks(self, attention_mask: torch.Tensor | None, n: int, s: int, device: torch.device) -> dict:
         """Each kind's boolean attention mask (True = attend) for a padded [N, S] batch. Global:
-        the real keys [N, 1, 1, S]. Local: those within the window [N, 1, S, S]; a padding query far
-        from every real key also sees itself, so that no row is empty (an empty row is NaN, and
-        NaN at a padding key would leak through the next layer's zero weights)."""
-        window = band(s, self.config.window_radius, device)
+        the real keys [N, 1, 1, S]. Local: those within the window; a padding query far from every
+        real key also sees itself, so that no row is empty (an empty row is NaN, and NaN at a
+        padding key would leak through the next layer's zero weights). Where the window is short
+        against the sequence, in chunks (WindowChunks); else one [N, 1, S, S] mask."""
+        radius = self.config.window_radius
+        if 2 * (3 * max(radius, 1)) <= s:  # chunks' keys (size + 2 radius) at most half the sequence
+            return {
+                GLOBAL: None if attention_mask is None else attention_mask.bool()[:, None, None, :],
+                LOCAL: WindowChunks.from_mask(attention_mask, n, s, radius, device),
+            }
+        window = band(s, radius, device)
         if attention_mask is None:
             return {GLOBAL: None, LOCAL: window}
         real_keys = attention_mask.bool()[:, None, None, :]
