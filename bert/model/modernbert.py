@@ -101,9 +101,12 @@ class Attention(nn.Module):
         self.dropout_p = config.attention_dropout
         self.out_dropout = nn.Dropout(config.attention_dropout)
 
-    def forward(self, x: torch.Tensor, mask: torch.Tensor | PackedSequences | None, rotary) -> torch.Tensor:
-        """x: [N, S, H] with its boolean mask [N, 1, S or 1, S] (True = attend), or packed [T, H]
-        with its PackedSequences; rotary: the (cos, sin) of every token's position."""
+    def forward(
+        self, x: torch.Tensor, mask: "torch.Tensor | WindowChunks | PackedSequences | None", rotary
+    ) -> torch.Tensor:
+        """x: [N, S, H] with its boolean mask [N, 1, S or 1, S] (True = attend) or, for a local
+        layer, its WindowChunks; or packed [T, H] with its PackedSequences. rotary: the (cos, sin)
+        of every token's position."""
         dropout_p = self.dropout_p if self.training else 0.0
         if isinstance(mask, PackedSequences):
             t, h = x.shape
