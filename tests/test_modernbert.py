@@ -19,7 +19,7 @@ from bert.model.modernbert import (
     ModernBertModel,
 )
 from bert.model.network import BertForPreTraining
-from bert.model.presets import MODERNBERT_PRESETS
+from bert.model.presets import MODERNBERT_PRESETS, SIZES
 
 transformers = pytest.importorskip("transformers")
 torch.set_num_threads(2)
@@ -243,6 +243,9 @@ def test_presets_and_model_size(tmp_path):
     assert tiny.local_attention < 128 and "sliding_attention" in tiny.layer_types
     assert (tiny.pad_token_id, tiny.cls_token_id, tiny.sep_token_id) == (0, 2, 3)  # our WordPiece's
     assert set(MODERNBERT_PRESETS) == {"modernbert-tiny", "modernbert-base", "modernbert-large"}
+    assert SIZES[:4] == ("tiny", "mini", "base", "large") and set(MODERNBERT_PRESETS) <= set(
+        SIZES
+    )  # model.size's check
     # a config.json (or its folder) picks its family by model_type; BERT stays the default
     hf_config("biases, global every 2nd, cls").save_pretrained(tmp_path)
     assert isinstance(resolve_config(tmp_path, 120), ModernBertConfig)
