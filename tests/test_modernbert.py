@@ -25,8 +25,7 @@ transformers = pytest.importorskip("transformers")
 torch.set_num_threads(2)
 
 SPECIAL = dict(pad_token_id=0, bos_token_id=1, eos_token_id=2, cls_token_id=1, sep_token_id=2)
-# Sequences of 24 tokens against windows of 6 to 16: the local layers see a band, not everything
-# (in chunks where the window is short, one banded mask where it is not).
+# Sequences of 24 tokens against windows of 6 to 16: the local layers see a band, not everything.
 SHAPES = {
     "biases, global every 2nd, cls": dict(
         num_hidden_layers=4, global_attn_every_n_layers=2, local_attention=8, norm_bias=True,
@@ -320,3 +319,25 @@ def test_init_random_writes_a_modernbert_that_transformers_reads(tmp_path):
     theirs = transformers.AutoModelForMaskedLM.from_pretrained(tmp_path / "random").eval()
     assert type(theirs).__name__ == "ModernBertForMaskedLM"
     assert (tmp_path / "random" / "vocab.txt").read_text() == vocab.read_text()
+
+
+@pytest.mark.parametrize("radius", [1, 3, 5])
+def test_chunked_local_attention_equals_the_dense_band(radius):
+    """The chunked path (on CUDA where the window is short) against SDPA with the dense band mask,
+    on a ragged batch whose length is no multiple of the chunk: the same outputs and gradients."""
+    from bert.model.modernbert import WindowChunks, band, chunked_window_attention
+
+    generator = torch.Generator().manual_seed(radius)
+    q, k, v = (torch.randn(3, 2, 23, 4, generator=generator, requires_grad=True) for _ in range(3))
+    _, mask = ragged_batch(length=23)
+    real = mask.bool()
+    dense_mask = band(23, radius, q.device) & (real[:, None, None, :] | torch.eye(23, dtype=torch.bool))
+    want = torch.nn.functional.scaled_dot_product_attention(q, k, v, attn_mask=dense_mask)
+    chunks = WindowChunks.from_mask(mask, 3, 23, radius, q.device)
+    got = chunked_window_attention(q, k, v, chunks, 0.0)
+    torch.testing.assert_close(got, want, atol=1e-6, rtol=0)
+    weights = torch.randn(want.shape, generator=generator) * real[:, None, :, None]  # real rows only
+    want_grads = torch.autograd.grad((want * weights).sum(), (q, k, v))
+    got_grads = torch.autograd.grad((got * weights).sum(), (q, k, v))
+    for mine, theirs in zip(got_grads, want_grads, strict=True):
+        torch.testing.assert_close(mine, theirs, atol=1e-5, rtol=0)

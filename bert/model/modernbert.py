@@ -355,10 +355,13 @@ class ModernBertModel(ModernBertPreTrainedModel):
         """Each kind's boolean attention mask (True = attend) for a padded [N, S] batch. Global:
         the real keys [N, 1, 1, S]. Local: those within the window; a padding query far from every
         real key also sees itself, so that no row is empty (an empty row is NaN, and NaN at a
-        padding key would leak through the next layer's zero weights). Where the window is short
-        against the sequence, in chunks (WindowChunks); else one [N, 1, S, S] mask."""
+        padding key would leak through the next layer's zero weights). On CUDA where the window is
+        short against the sequence, in chunks (WindowChunks); else one [N, 1, S, S] mask."""
         radius = self.config.window_radius
-        if 2 * (3 * max(radius, 1)) <= s:  # chunks' keys (size + 2 radius) at most half the sequence
+        # In chunks on CUDA where their keys (size + 2 radius) are at most half the sequence: the
+        # dense mask's memory grows with S². On CPU the dense band mask measured faster, even at
+        # 1,024 tokens against a 128-token window (docs/performance.md).
+        if device.type == "cuda" and 2 * (3 * max(radius, 1)) <= s:
             return {
                 GLOBAL: None if attention_mask is None else attention_mask.bool()[:, None, None, :],
                 LOCAL: WindowChunks.from_mask(attention_mask, n, s, radius, device),
