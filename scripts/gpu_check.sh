@@ -9,7 +9,9 @@
 # 3. the pretraining step at large, bf16, phase 1 and phase 2 shapes: our padded path (SDPA's
 #    memory-efficient kernel: the mask rules flash out), our unpadded path (flash's variable-length
 #    kernel) and transformers, in the same run, with the profile of one step of ours (top operators,
-#    the matmuls' share and rate).
+#    the matmuls' share and rate);
+# 4. a ModernBERT-base masked-LM training step in bf16 at 512 and 1,024 tokens, ours against
+#    transformers' ModernBertForMaskedLM, into OUT_DIR/modernbert_step.txt.
 # Each part is capped by `timeout` (seconds: TIMEOUT_TESTS, TIMEOUT_REPORT, TIMEOUT_STEP), so a hung
 # or slow part still leaves the others' results in OUT_DIR.
 # PYTHON defaults to python3; it needs torch with CUDA, h5py, tokenizers, pyarrow, tqdm, pytest and
@@ -39,4 +41,7 @@ for shape in "phase1 64 128" "phase2 16 512"; do
         --profile 15 --json "$OUT/large_${phase}_variants.json" > "$OUT/large_${phase}.txt" 2>&1 || status=1
     head -8 "$OUT/large_${phase}.txt"
 done
+timeout "$TIMEOUT_STEP" "$PYTHON" bench/modernbert_step.py --device cuda --precision bf16 --batch 16 --rounds 5 \
+    > "$OUT/modernbert_step.txt" 2>&1 || status=1
+cat "$OUT/modernbert_step.txt"
 exit $status

@@ -1,4 +1,5 @@
-"""Stage init_random: data/weights/random/, a freshly initialised model.size BERT over data/vocab.
+"""Stage init_random: data/weights/random/, a freshly initialised model.size model over data/vocab
+(BERT, or ModernBERT for its presets and config.json files).
 
     python -m stages.init_random
 
@@ -13,8 +14,7 @@ from pathlib import Path
 import torch
 
 from bert.errors import UserError, run_main
-from bert.model.config import BertConfig
-from bert.model.network import BertForPreTraining
+from bert.model import family
 from bert.text.tokenization import vocabulary_size
 from stages import layout
 from stages.params import load_params
@@ -39,12 +39,12 @@ def main() -> None:
 
 def write_random_weights(
     out_dir: Path, vocab_file: Path, size: str, seed: int, lower_case: bool
-) -> BertForPreTraining:
+) -> torch.nn.Module:
     """Fresh weights of `size` over `vocab_file`, drawn from `seed`, saved in `out_dir` (Hugging Face
     format, with the vocabulary)."""
     vocab_size = vocabulary_size(vocab_file)
     torch.manual_seed(seed)
-    model = BertForPreTraining(BertConfig.resolve(size, vocab_size))
+    model = family.fresh(family.resolve_config(size, vocab_size), "pretraining")
     model.save_pretrained(out_dir, vocab_file=vocab_file, lower_case=lower_case)
     return model
 

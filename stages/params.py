@@ -28,7 +28,7 @@ import yaml
 from bert.compute import SCHEDULERS, Compute, is_scheduler_address, scheduler_address_problem
 from bert.errors import UserError, run_main
 from bert.inputs import read_yaml
-from bert.model.presets import PRESETS, config_file
+from bert.model.presets import SIZES, config_file
 from bert.ranges import Count, LearningRate, Probability, Range, Seed, Share, WeightDecay
 from bert.training.recipe import FineTuningRecipe, Recipe, RunSettings, schedule_problem
 
@@ -674,8 +674,8 @@ def _check(params: Params) -> None:
         )
     size = params.model.size
     require(
-        size in PRESETS or config_file(size).is_file(),
-        f"model.size is {size!r}; allowed: {', '.join(PRESETS)}, or a Hugging Face config.json or its folder",
+        size in SIZES or config_file(size).is_file(),
+        f"model.size is {size!r}; allowed: {', '.join(SIZES)}, or a Hugging Face config.json or its folder",
     )
     require(
         len(params.squad.run) <= 1,

@@ -69,6 +69,7 @@ LONGEST_FIRST = [
     "test_cluster.py",  # 25
     "test_tokenizer_json.py",  # 30
     "test_thread_counts.py",  # 20
+    "test_modernbert.py",  # 15
     "test_bench_squad.py",  # 15
     "test_parallel.py",  # 15
     "test_stage_deps.py",  # 15

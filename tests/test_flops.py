@@ -6,13 +6,15 @@ addmm, bmm and the fused attention kernels, 2 FLOPs per multiply-add, forward an
 elementwise work (LayerNorm, softmax, GELU, dropout, embeddings, losses) is excluded by both.
 """
 
+import numpy as np
 import pytest
 import torch
 from torch.nn.attention import SDPBackend, sdpa_kernel
 from torch.utils.flop_counter import FlopCounterMode
 
-from bert.model.config import BertConfig
+from bert.model.config import WORDPIECE_SPECIAL_TOKEN_IDS, BertConfig, ModernBertConfig
 from bert.model.flops import (
+    band_pairs,
     classification_flops,
     encoder_flops,
     matmul_peak,
@@ -21,6 +23,11 @@ from bert.model.flops import (
     pretraining_flops,
     question_answering_flops,
     token_counts,
+)
+from bert.model.modernbert import (
+    ModernBertForMaskedLM,
+    ModernBertForQuestionAnswering,
+    ModernBertForSequenceClassification,
 )
 from bert.model.network import BertForPreTraining, BertForQuestionAnswering, BertForSequenceClassification
 
@@ -142,3 +149,66 @@ def test_matmul_peak_is_the_best_of_the_model_shapes():
     assert peak.rates["x".join(map(str, peak.shape))] == peak.tflops
     assert peak.to_dict()["precision"] == "fp32"
     assert mfu(2e12, 2.0, 4.0) == 0.25 and mfu(1.0, 1.0, None) is None
+
+
+def test_hand_count_of_a_tiny_modernbert_step():
+    # H=4, I=6 (GeGLU in: 12), 2 heads of 2; layer 0 global, layer 1 local with window 2 (a token sees
+    # its neighbours); vocabulary 10; one sequence of 4 tokens, 1 masked.
+    config = ModernBertConfig(vocab_size=10, hidden_size=4, intermediate_size=6, num_hidden_layers=2,
+                              num_attention_heads=2, global_attn_every_n_layers=2, local_attention=2,
+                              **WORDPIECE_SPECIAL_TOKEN_IDS)  # fmt: skip
+    projections = [(4, 4, 12), (4, 4, 4), (4, 4, 12), (4, 6, 4)]  # QKV, output, GeGLU in, out: every layer
+    # attention per head: 16 (query, key) pairs in the global layer, 4 + 2 x 3 = 10 in the band
+    global_attention = 2 * (2 * 16 * 2)  # 2 heads x (scores + weighted sum) x pairs x head size
+    local_attention = 2 * (2 * 10 * 2)
+    head = [(1, 4, 4), (1, 4, 10)]  # the prediction head's dense, the vocabulary, on the masked token
+    forward = 2 * (2 * sum(m * k * n for m, k, n in projections) + global_attention + local_attention)
+    forward += 2 * sum(m * k * n for m, k, n in head)
+    assert forward == 2 * (2 * 544 + 128 + 80) + 2 * 56 == 2704
+    assert pretraining_flops(config, 4, 1, training=False) == forward
+    assert pretraining_flops(config, 4, 1) == 3 * forward
+
+
+def test_modernbert_count_equals_flop_counter_where_the_window_holds_the_sequence():
+    """FlopCounterMode counts what the kernels compute: a masked dense attention over the whole
+    sequence. Where the window covers it, that is also the model's count."""
+    config = ModernBertConfig(vocab_size=97, hidden_size=32, intermediate_size=48, num_hidden_layers=3,
+                              num_attention_heads=4, local_attention=32, **WORDPIECE_SPECIAL_TOKEN_IDS)  # fmt: skip
+    torch.manual_seed(0)
+    inputs = batch(LENGTHS)
+    inputs.pop("token_type_ids")
+    inputs.pop("next_sentence_labels", None)
+    lengths = token_counts(inputs["attention_mask"], padded=True)
+    model = ModernBertForMaskedLM(config).train()
+    with sdpa_kernel(SDPBackend.MATH), FlopCounterMode(display=False) as counter:
+        model(token_type_ids=None, **inputs).loss.backward()
+    assert counter.get_total_flops() == pretraining_flops(config, lengths, 3)
+    # classifiers and QA: every layer on every token, the prediction head, the classifier
+    qa = ModernBertForQuestionAnswering(config).train()
+    with sdpa_kernel(SDPBackend.MATH), FlopCounterMode(display=False) as counter:
+        qa(
+            inputs["input_ids"],
+            None,
+            inputs["attention_mask"],
+            torch.tensor([1, 2, 3]),
+            torch.tensor([2, 3, 4]),
+        ).loss.backward()
+    assert counter.get_total_flops() == question_answering_flops(config, lengths)
+    classifier = ModernBertForSequenceClassification(config, num_labels=3).train()
+    with sdpa_kernel(SDPBackend.MATH), FlopCounterMode(display=False) as counter:
+        classifier(
+            inputs["input_ids"], None, inputs["attention_mask"], torch.tensor([0, 2, 1])
+        ).loss.backward()
+    assert counter.get_total_flops() == classification_flops(config, lengths, 3)
+
+
+def test_local_layers_count_their_window_not_the_sequence():
+    config = ModernBertConfig.preset("modernbert-base", 50368)
+    all_global = ModernBertConfig.preset("modernbert-base", 50368)
+    all_global.layer_types = ["full_attention"] * config.num_hidden_layers
+    s, h, local_layers = 1024, config.hidden_size, config.layer_types.count("sliding_attention")
+    assert local_layers == 14  # of 22: every third layer (0, 3, ..., 21) is global
+    # a local query sees 64 tokens each side (129 keys), less at the ends of the sequence
+    assert band_pairs(np.array([s]), 64)[0] == 129 * s - 64 * 65
+    per_local_layer = 2 * 2 * h * (s * s - (129 * s - 64 * 65))  # scores and weighted sum, x 2 FLOPs
+    assert encoder_flops(all_global, s) - encoder_flops(config, s) == local_layers * per_local_layer

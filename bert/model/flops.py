@@ -19,6 +19,14 @@ BertForPreTraining, BertForQuestionAnswering and the classifiers run it:
 Not counted: embedding look-ups, LayerNorm, softmax, GELU, dropout, residual adds, the losses and
 the optimiser (elementwise work, a few % of the FLOPs; time spent there lowers MFU, as it should).
 
+ModernBERT (bert/model/modernbert.py; the same functions, given a ModernBertConfig) differs where its
+blocks do: per layer and token 4H² + 3H·I (GeGLU's two input projections, 2H·I, and its output,
+H·I); attention counted over the keys a query may see, the whole sequence in a global layer and
+the band of its window in a local one (what the model needs, not what a masked dense kernel
+spends); no token types, pooler or NSP; every layer on every row (its encoder skips none); the heads
+add the prediction head's dense layer (H²) where they read: the masked tokens (with the vocabulary
+projection), every token (QA, with its 2H), or the pooled sequence (a classifier).
+
 `lengths` are the tokens each sequence is computed on: the batch width for every sequence of a
 padded batch (`token_counts(mask, padded=True)`: what the padded path computes), the real tokens
 for an unpadded one (`padded=False`: what the unpadded path computes, and the work the data
@@ -51,7 +59,7 @@ import torch
 
 from bert.atomic import write_json
 from bert.errors import UserError, first_line, run_main
-from bert.model.config import BertConfig
+from bert.model.config import GLOBAL, BertConfig, ModernBertConfig
 from bert.model.precision import AUTOCAST_DTYPES
 
 Lengths = int | Sequence[int] | torch.Tensor
@@ -93,6 +101,8 @@ def _per_sequence(values: Lengths, sequences: int) -> np.ndarray:
 def encoder_flops(config: BertConfig, lengths: Lengths, read_rows: Lengths | None = None) -> float:
     """Forward FLOPs of the encoder over sequences of `lengths` tokens. `read_rows`, per sequence:
     the rows the heads read, which is all the last layer computes besides keys and values."""
+    if isinstance(config, ModernBertConfig):
+        return _modernbert_encoder_flops(config, lengths)
     h, i, layers = config.hidden_size, config.intermediate_size, config.num_hidden_layers
     s = _as_array(lengths)
     r = s if read_rows is None else _per_sequence(read_rows, len(s))
@@ -106,12 +116,36 @@ def encoder_flops(config: BertConfig, lengths: Lengths, read_rows: Lengths | Non
     return 2.0 * (every_row + last_layer)
 
 
+def band_pairs(lengths: np.ndarray, radius: int) -> np.ndarray:
+    """Per sequence, the (query, key) pairs of a local layer: |q - k| <= radius within s tokens,
+    s on the diagonal and s - d on each side at each distance d <= min(radius, s - 1)."""
+    d = np.minimum(radius, lengths - 1)
+    return lengths + 2 * (d * lengths - d * (d + 1) // 2)
+
+
+def _modernbert_encoder_flops(config: ModernBertConfig, lengths: Lengths) -> float:
+    """Forward FLOPs of ModernBERT's encoder: every layer on every token; attention over the whole
+    sequence in global layers, over the window's band in local ones."""
+    h, layers = config.hidden_size, config.num_hidden_layers
+    s = _as_array(lengths)
+    global_layers = config.layer_types.count(GLOBAL)
+    projections = 4 * h * h + 3 * h * config.intermediate_size  # QKV, output; GeGLU in (2I) and out
+    pairs = global_layers * int((s * s).sum()) + (layers - global_layers) * int(
+        band_pairs(s, config.window_radius).sum()
+    )
+    return 2.0 * (layers * projections * int(s.sum()) + 2 * h * pairs)  # scores and weighted sum per pair
+
+
 def pretraining_flops(config: BertConfig, lengths: Lengths, masked: Lengths, training: bool = True) -> float:
-    """BertForPreTraining on sequences of `lengths` tokens with `masked` masked tokens each (one
-    number for all, or one per sequence): a training step (forward + backward) or the forward."""
+    """BertForPreTraining (or ModernBertForMaskedLM) on sequences of `lengths` tokens with `masked`
+    masked tokens each (one number for all, or one per sequence): a training step (forward +
+    backward) or the forward."""
     lengths = _as_array(lengths)
     masked = _per_sequence(masked, len(lengths))
     h, v = config.hidden_size, config.vocab_size
+    if isinstance(config, ModernBertConfig):  # prediction head and vocabulary on the masked tokens
+        forward = encoder_flops(config, lengths) + 2.0 * int(masked.sum()) * (h * h + h * v)
+        return (3 if training else 1) * forward
     encoder = encoder_flops(config, lengths, masked + 1)  # + [CLS] for the pooler
     heads = int(masked.sum()) * (h * h + h * v) + len(masked) * (h * h + 2 * h)
     return (3 if training else 1) * (encoder + 2.0 * heads)
@@ -120,7 +154,8 @@ def pretraining_flops(config: BertConfig, lengths: Lengths, masked: Lengths, tra
 def question_answering_flops(config: BertConfig, lengths: Lengths, training: bool = True) -> float:
     """BertForQuestionAnswering (a start and an end logit per token): a training step or the forward."""
     tokens = int(_as_array(lengths).sum())
-    forward = encoder_flops(config, lengths) + 2.0 * tokens * 2 * config.hidden_size
+    head = config.hidden_size**2 if isinstance(config, ModernBertConfig) else 0  # ModernBERT's dense
+    forward = encoder_flops(config, lengths) + 2.0 * tokens * (head + 2 * config.hidden_size)
     return (3 if training else 1) * forward
 
 
@@ -131,6 +166,7 @@ def classification_flops(
     sequence): the last layer for [CLS] only, pooler, classifier; a training step or the forward."""
     lengths = _as_array(lengths)
     h = config.hidden_size
+    # BERT: the pooler on [CLS]; ModernBERT: the prediction head's dense on the pooled sequence.
     forward = encoder_flops(config, lengths, 1) + 2.0 * len(lengths) * (h * h + h * num_labels)
     return (3 if training else 1) * forward
 
@@ -157,7 +193,8 @@ def matmul_shapes(config: BertConfig, tokens: int) -> list[tuple[int, int, int]]
     at twice and four times it ("several sizes": a larger m is often faster, so the peak is not
     flattered by a step too small to fill the machine)."""
     h, i = config.hidden_size, config.intermediate_size
-    return [(m, k, n) for m in (tokens, 2 * tokens, 4 * tokens) for k, n in ((h, h), (h, i), (i, h))]
+    ffn_in = 2 * i if isinstance(config, ModernBertConfig) else i  # GeGLU's value and gate in one
+    return [(m, k, n) for m in (tokens, 2 * tokens, 4 * tokens) for k, n in ((h, h), (h, ffn_in), (i, h))]
 
 
 def _synchronize(device: torch.device) -> None:

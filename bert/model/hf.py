@@ -445,15 +445,20 @@ def save_pretrained(
         (staging / "config.json").write_text(json.dumps(config, indent=2) + "\n")
         save_file(state, staging / "model.safetensors", metadata={"format": "pt"})
         if vocab_file is not None:
-            # BERT's vocab.txt, or any other tokenizer's tokenizer.json (bert.text.tokenization)
-            bert_vocab = Path(vocab_file).suffix != ".json"
-            shutil.copyfile(vocab_file, staging / ("vocab.txt" if bert_vocab else "tokenizer.json"))
-            tokenizer_config = {
-                "tokenizer_class": "BertTokenizer" if bert_vocab else "PreTrainedTokenizerFast",
-                "do_lower_case": lower_case,
-                "model_max_length": model.config.max_position_embeddings,
-            }
-            if not bert_vocab:  # transformers' PreTrainedTokenizerFast learns its special tokens here
-                tokenizer = load_tokenizer(vocab_file)
-                tokenizer_config.update(TokenLayout.of(tokenizer, vocab_file).token_names(tokenizer))
-            (staging / "tokenizer_config.json").write_text(json.dumps(tokenizer_config, indent=2) + "\n")
+            write_vocabulary(staging, vocab_file, lower_case, model.config.max_position_embeddings)
+
+
+def write_vocabulary(folder: Path, vocab_file: str | Path, lower_case: bool, max_length: int) -> None:
+    """The vocabulary beside the weights: BERT's vocab.txt, or any other tokenizer's tokenizer.json
+    (bert.text.tokenization), and the tokenizer_config.json with which transformers reads it."""
+    bert_vocab = Path(vocab_file).suffix != ".json"
+    shutil.copyfile(vocab_file, folder / ("vocab.txt" if bert_vocab else "tokenizer.json"))
+    tokenizer_config = {
+        "tokenizer_class": "BertTokenizer" if bert_vocab else "PreTrainedTokenizerFast",
+        "do_lower_case": lower_case,
+        "model_max_length": max_length,
+    }
+    if not bert_vocab:  # transformers' PreTrainedTokenizerFast learns its special tokens here
+        tokenizer = load_tokenizer(vocab_file)
+        tokenizer_config.update(TokenLayout.of(tokenizer, vocab_file).token_names(tokenizer))
+    (folder / "tokenizer_config.json").write_text(json.dumps(tokenizer_config, indent=2) + "\n")

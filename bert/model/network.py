@@ -427,23 +427,33 @@ class BertForQuestionAnswering(BertPreTrainedModel):
         start_logits, end_logits = self.qa_outputs(sequence_output).unbind(-1)
         loss = None
         if start_positions is not None and end_positions is not None:
-            # As in transformers: a position past the end of the sequence (an answer cut off by
-            # the window) is clamped to S and ignored; a negative one is clamped to 0. Unlike
-            # transformers (and Google's run_squad), padding is left out of the softmax: it never
-            # holds an answer, and so a window's loss does not depend on how wide its batch is
-            # (cut to the longest window, length-binned, or padded to max_seq_length).
-            s = start_logits.shape[1]
-            padding = attention_mask == 0
-            start_loss, end_loss = (
-                F.cross_entropy(
-                    logits.float().masked_fill(padding, -torch.inf),
-                    positions.long().clamp(0, s),
-                    ignore_index=s,
-                )
-                for logits, positions in ((start_logits, start_positions), (end_logits, end_positions))
-            )
-            loss = (start_loss + end_loss) / 2
+            loss = span_loss(start_logits, end_logits, attention_mask, start_positions, end_positions)
         return QuestionAnsweringOutput(loss, start_logits, end_logits)
+
+
+def span_loss(
+    start_logits: torch.Tensor,
+    end_logits: torch.Tensor,
+    attention_mask: torch.Tensor,
+    start_positions: torch.Tensor,
+    end_positions: torch.Tensor,
+) -> torch.Tensor:
+    """The mean of the start and end cross-entropies of the [N, S] logits. As in transformers: a
+    position past the end of the sequence (an answer cut off by the window) is clamped to S and
+    ignored; a negative one is clamped to 0. Unlike transformers (and Google's run_squad), padding
+    is left out of the softmax: it never holds an answer, and so a window's loss does not depend on
+    how wide its batch is (cut to the longest window, length-binned, or padded to max_seq_length)."""
+    s = start_logits.shape[1]
+    padding = attention_mask == 0
+    start_loss, end_loss = (
+        F.cross_entropy(
+            logits.float().masked_fill(padding, -torch.inf),
+            positions.long().clamp(0, s),
+            ignore_index=s,
+        )
+        for logits, positions in ((start_logits, start_positions), (end_logits, end_positions))
+    )
+    return (start_loss + end_loss) / 2
 
 
 @dataclass
@@ -494,12 +504,15 @@ class BertForSequenceClassification(BertPreTrainedModel):
         """labels [N]: class indices, or for a regression the targets (floats)."""
         pooled = pooled_output(self.bert, input_ids, token_type_ids, attention_mask)
         logits = self.classifier(self.dropout(pooled))
-        loss = None
-        if labels is not None and self.num_labels == 1:
-            loss = F.mse_loss(logits[:, 0].float(), labels.float().view(-1))
-        elif labels is not None:
-            loss = F.cross_entropy(logits.float(), labels.long().view(-1))
+        loss = None if labels is None else classification_loss(logits, labels)
         return ClassificationOutput(loss, logits)
+
+
+def classification_loss(logits: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
+    """Cross-entropy over [N, labels] logits; for one output (a regression) the mean squared error."""
+    if logits.shape[1] == 1:
+        return F.mse_loss(logits[:, 0].float(), labels.float().view(-1))
+    return F.cross_entropy(logits.float(), labels.long().view(-1))
 
 
 class BertForMultipleChoice(BertPreTrainedModel):

@@ -1,4 +1,4 @@
-"""BERT's model sizes by name, and the config.json that a size which is not a name points to.
+"""BERT's and ModernBERT's model sizes by name, and the config.json that a size which is not a name points to.
 
 Kept apart from bert/model/network.py, and free of torch, because stages/params.py checks `model.size`
 for every stage: the data stages then neither import torch nor rerun when the model code changes.
@@ -13,6 +13,25 @@ PRESETS = {
     "base": dict(num_hidden_layers=12, hidden_size=768, num_attention_heads=12, intermediate_size=3072),
     "large": dict(num_hidden_layers=24, hidden_size=1024, num_attention_heads=16, intermediate_size=4096),
 }
+
+# ModernBERT's (bert/model/modernbert.py), the released shapes; the rest (local window 128, a global
+# layer every 3rd, rotary thetas 160,000 / 10,000, 8,192 positions) are ModernBertConfig's defaults.
+# The tiny one's window (64 tokens) is shorter than the sample world's 128-token sequences, so
+# that its local layers attend to a band, not to the whole sequence.
+MODERNBERT_PRESETS = {
+    "modernbert-tiny": dict(
+        num_hidden_layers=3, hidden_size=128, num_attention_heads=2, intermediate_size=192, local_attention=64
+    ),
+    "modernbert-base": dict(
+        num_hidden_layers=22, hidden_size=768, num_attention_heads=12, intermediate_size=1152
+    ),
+    "modernbert-large": dict(
+        num_hidden_layers=28, hidden_size=1024, num_attention_heads=16, intermediate_size=2624
+    ),
+}
+
+# Every name `model.size` takes (BERT's first: BERT is the default family).
+SIZES = (*PRESETS, *MODERNBERT_PRESETS)
 
 
 def config_file(size: str | Path) -> Path:
