@@ -10,6 +10,7 @@ import logging
 import math
 import numbers
 from dataclasses import asdict, dataclass, fields
+from functools import partial
 from pathlib import Path
 
 from bert.errors import UserError
@@ -50,6 +51,50 @@ def _is_number(value) -> bool:
     return isinstance(value, numbers.Real) and not isinstance(value, bool) and math.isfinite(value)
 
 
+def _is_positive_int(value) -> bool:
+    return _is_int(value) and value >= 1
+
+
+def _is_probability(value) -> bool:
+    return _is_number(value) and 0 <= value < 1
+
+
+def _is_fraction(value) -> bool:
+    return _is_number(value) and 0 < value < 1
+
+
+def _is_positive_number(value) -> bool:
+    return _is_number(value) and value > 0
+
+
+def _is_flag(value) -> bool:
+    return isinstance(value, bool)
+
+
+def _is_token_id(value, vocab_size: int) -> bool:
+    return _is_int(value) and 0 <= value < vocab_size
+
+
+def _check_each(config, names, valid, must: str) -> None:
+    """The first of the fields `names` whose value is not `valid`, as one line: "<name> is <its
+    value as config.json spells it>; it must be <must>"."""
+    for name in names:
+        value = getattr(config, name)
+        if not valid(value):
+            raise UserError(f"{name} is {_shown(value)}; it must be {must}")
+
+
+def _read_config_json(path: str | Path, family: str) -> tuple[Path, dict]:
+    """A config.json's object, or one line saying that the file is missing or holds no object."""
+    path = Path(path)
+    if not path.is_file():
+        raise UserError(f"{path}: model config not found")
+    values = read_json(path)
+    if not isinstance(values, dict):
+        raise UserError(f"{path}: expected a JSON object of {family} hyper-parameters")
+    return path, values
+
+
 @dataclass
 class BertConfig:
     """BERT's hyper-parameters, under the field names of Hugging Face's `config.json`."""
@@ -73,24 +118,14 @@ class BertConfig:
         """The one check of a BERT configuration, whichever way it came (a preset, `model.size`'s
         config.json, a weights or fine-tuned folder, export): types first (JSON's "16" and null
         are not numbers), then ranges."""
-        for name in POSITIVE_INTS:
-            value = getattr(self, name)
-            if not _is_int(value) or value < 1:
-                raise UserError(f"{name} is {_shown(value)}; it must be a whole number >= 1")
-        if not _is_int(self.pad_token_id) or not 0 <= self.pad_token_id < self.vocab_size:
-            raise UserError(
-                f"pad_token_id is {_shown(self.pad_token_id)}; it must be a token id in [0, vocab_size)"
-            )
-        for name in PROBABILITIES:
-            value = getattr(self, name)
-            if name == "classifier_dropout" and value is None:
-                continue
-            if not _is_number(value) or not 0 <= value < 1:
-                raise UserError(f"{name} is {_shown(value)}; it must be a probability in [0, 1)")
-        for name in ("initializer_range", "layer_norm_eps"):
-            value = getattr(self, name)
-            if not _is_number(value) or not 0 < value < 1:
-                raise UserError(f"{name} is {_shown(value)}; it must be a number in (0, 1)")
+        _check_each(self, POSITIVE_INTS, _is_positive_int, "a whole number >= 1")
+        is_token_id = partial(_is_token_id, vocab_size=self.vocab_size)
+        _check_each(self, ("pad_token_id",), is_token_id, "a token id in [0, vocab_size)")
+        # classifier_dropout may be null: the heads then take hidden_dropout_prob
+        unset = ("classifier_dropout",) if self.classifier_dropout is None else ()
+        probabilities = [name for name in PROBABILITIES if name not in unset]
+        _check_each(self, probabilities, _is_probability, "a probability in [0, 1)")
+        _check_each(self, ("initializer_range", "layer_norm_eps"), _is_fraction, "a number in (0, 1)")
         if not isinstance(self.hidden_act, str):
             raise UserError(f"hidden_act is {_shown(self.hidden_act)}; it must be the name of an activation")
         if self.hidden_size % self.num_attention_heads:
@@ -111,12 +146,7 @@ class BertConfig:
     @classmethod
     def from_json_file(cls, path: str | Path) -> "BertConfig":
         """Read a Hugging Face BERT `config.json`; keys that BERT does not use are ignored."""
-        path = Path(path)
-        if not path.is_file():
-            raise UserError(f"{path}: model config not found")
-        values = read_json(path)
-        if not isinstance(values, dict):
-            raise UserError(f"{path}: expected a JSON object of BERT hyper-parameters")
+        path, values = _read_config_json(path, "BERT")
         if values.get("model_type", "bert") != "bert":
             raise UserError(f"{path}: model_type is {values['model_type']!r}, not 'bert'")
         if values.get("position_embedding_type", "absolute") != "absolute":
@@ -226,31 +256,14 @@ class ModernBertConfig:
 
     def __post_init__(self):
         """The one check of a ModernBERT configuration: types first, then ranges."""
-        for name in MODERNBERT_POSITIVE_INTS:
-            value = getattr(self, name)
-            if not _is_int(value) or value < 1:
-                raise UserError(f"{name} is {_shown(value)}; it must be a whole number >= 1")
-        for name in SPECIAL_TOKEN_IDS:
-            value = getattr(self, name)
-            if not _is_int(value) or not 0 <= value < self.vocab_size:
-                raise UserError(
-                    f"{name} is {_shown(value)}; it must be a token id in [0, vocab_size {self.vocab_size})"
-                )
-        for name in MODERNBERT_PROBABILITIES:
-            value = getattr(self, name)
-            if not _is_number(value) or not 0 <= value < 1:
-                raise UserError(f"{name} is {_shown(value)}; it must be a probability in [0, 1)")
-        for name in ("initializer_range", "norm_eps"):
-            value = getattr(self, name)
-            if not _is_number(value) or not 0 < value < 1:
-                raise UserError(f"{name} is {_shown(value)}; it must be a number in (0, 1)")
-        for name in ("initializer_cutoff_factor", "global_rope_theta", "local_rope_theta"):
-            value = getattr(self, name)
-            if not _is_number(value) or value <= 0:
-                raise UserError(f"{name} is {_shown(value)}; it must be a number > 0")
-        for name in MODERNBERT_FLAGS:
-            if not isinstance(getattr(self, name), bool):
-                raise UserError(f"{name} is {_shown(getattr(self, name))}; it must be true or false")
+        _check_each(self, MODERNBERT_POSITIVE_INTS, _is_positive_int, "a whole number >= 1")
+        is_token_id = partial(_is_token_id, vocab_size=self.vocab_size)
+        _check_each(self, SPECIAL_TOKEN_IDS, is_token_id, f"a token id in [0, vocab_size {self.vocab_size})")
+        _check_each(self, MODERNBERT_PROBABILITIES, _is_probability, "a probability in [0, 1)")
+        _check_each(self, ("initializer_range", "norm_eps"), _is_fraction, "a number in (0, 1)")
+        positive = ("initializer_cutoff_factor", "global_rope_theta", "local_rope_theta")
+        _check_each(self, positive, _is_positive_number, "a number > 0")
+        _check_each(self, MODERNBERT_FLAGS, _is_flag, "true or false")
         if not self.tie_word_embeddings:
             raise UserError(
                 "tie_word_embeddings is false; only a decoder tied to the embeddings is supported"
@@ -330,12 +343,7 @@ class ModernBertConfig:
 
     @classmethod
     def from_json_file(cls, path: str | Path) -> "ModernBertConfig":
-        path = Path(path)
-        if not path.is_file():
-            raise UserError(f"{path}: model config not found")
-        values = read_json(path)
-        if not isinstance(values, dict):
-            raise UserError(f"{path}: expected a JSON object of ModernBERT hyper-parameters")
+        path, values = _read_config_json(path, "ModernBERT")
         if values.get("model_type") != "modernbert":
             raise UserError(f'{path}: model_type is {_shown(values.get("model_type"))}, not "modernbert"')
         try:

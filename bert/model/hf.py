@@ -346,11 +346,12 @@ def _check_head_kind(directory: Path, cls, hf_state: dict[str, torch.Tensor]) ->
         )
 
 
-def _head_config(model, label_names: tuple[str, ...] | None) -> dict:
-    """config.json entries that tell transformers a classifier's size and loss: id2label (the
-    number of labels) and label2id, by the task's label names (as run_glue.py writes them) or
-    LABEL_i as transformers names them, and problem_type."""
-    if type(model).__name__ != "BertForSequenceClassification":
+def head_config(model, label_names: tuple[str, ...] | None) -> dict:
+    """config.json entries that tell transformers a sequence classifier's size and loss, for
+    either family's (Bert- or ModernBertForSequenceClassification): id2label (the number of labels)
+    and label2id, by the task's label names (as run_glue.py writes them) or LABEL_i as transformers
+    names them, and problem_type. Nothing for any other model."""
+    if not type(model).__name__.endswith("ForSequenceClassification"):
         return {}
     if label_names is not None and len(label_names) != model.num_labels:
         raise ValueError(f"{len(label_names)} label names for a classifier of {model.num_labels} labels")
@@ -439,7 +440,7 @@ def save_pretrained(
         "architectures": ["BertForMaskedLM" if mlm_only else type(model).__name__],
         "model_type": "bert",
         **model.config.to_dict(),
-        **_head_config(model, label_names),
+        **head_config(model, label_names),
     }
     with atomic_folder(directory) as staging:
         (staging / "config.json").write_text(json.dumps(config, indent=2) + "\n")

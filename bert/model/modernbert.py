@@ -431,15 +431,27 @@ class ModernBertForMaskedLM(ModernBertPreTrainedModel):
         return PreTrainingOutput(mlm_loss, mlm_loss, None, mlm_logits, mlm_labels, None)
 
 
-class ModernBertForQuestionAnswering(ModernBertPreTrainedModel):
-    def __init__(self, config: ModernBertConfig, unpad: bool = False):
+class ModernBertTaskModel(ModernBertPreTrainedModel):
+    """The encoder, the prediction head, dropout and a linear classifier of `outputs` scores per
+    row: what the fine-tuning heads share (transformers' names, so their tensors keep them)."""
+
+    def __init__(self, config: ModernBertConfig, outputs: int, unpad: bool = False):
         super().__init__()
         self.config = config
         self.model = ModernBertModel(config, unpad=unpad)
         self.head = PredictionHead(config)
         self.dropout = nn.Dropout(config.classifier_dropout)
-        self.classifier = nn.Linear(config.hidden_size, 2)  # a start and an end logit per token
+        self.classifier = nn.Linear(config.hidden_size, outputs)
         init_head(self.head, self.classifier, config)
+
+    def scores(self, hidden: torch.Tensor) -> torch.Tensor:
+        """[..., H] encoder rows -> [..., outputs]."""
+        return self.classifier(self.dropout(self.head(hidden)))
+
+
+class ModernBertForQuestionAnswering(ModernBertTaskModel):
+    def __init__(self, config: ModernBertConfig, unpad: bool = False):
+        super().__init__(config, 2, unpad)  # a start and an end logit per token
 
     def forward(
         self,
@@ -450,7 +462,7 @@ class ModernBertForQuestionAnswering(ModernBertPreTrainedModel):
         end_positions: torch.Tensor | None = None,
     ) -> QuestionAnsweringOutput:
         sequence_output = self.model(input_ids, attention_mask)
-        start_logits, end_logits = self.classifier(self.dropout(self.head(sequence_output))).unbind(-1)
+        start_logits, end_logits = self.scores(sequence_output).unbind(-1)
         loss = None
         if start_positions is not None and end_positions is not None:
             loss = span_loss(start_logits, end_logits, attention_mask, start_positions, end_positions)
@@ -468,21 +480,15 @@ def pooled_sequence(
     return (model(input_ids, attention_mask) * mask).sum(1) / mask.sum(1)
 
 
-class ModernBertForSequenceClassification(ModernBertPreTrainedModel):
+class ModernBertForSequenceClassification(ModernBertTaskModel):
     """A label per sequence (or pair), or one real number (num_labels=1, a regression), from the
     pooled sequence through the prediction head (as transformers' class)."""
 
     def __init__(self, config: ModernBertConfig, num_labels: int, unpad: bool = False):
-        super().__init__()
         if num_labels < 1:
             raise UserError(f"num_labels is {num_labels}; a classifier needs at least 1 (1 = regression)")
-        self.config = config
+        super().__init__(config, num_labels, unpad)
         self.num_labels = num_labels
-        self.model = ModernBertModel(config, unpad=unpad)
-        self.head = PredictionHead(config)
-        self.dropout = nn.Dropout(config.classifier_dropout)
-        self.classifier = nn.Linear(config.hidden_size, num_labels)
-        init_head(self.head, self.classifier, config)
 
     def forward(
         self,
@@ -492,22 +498,16 @@ class ModernBertForSequenceClassification(ModernBertPreTrainedModel):
         labels: torch.Tensor | None = None,
     ) -> ClassificationOutput:
         pooled = pooled_sequence(self.model, input_ids, attention_mask)
-        logits = self.classifier(self.dropout(self.head(pooled)))
+        logits = self.scores(pooled)
         return ClassificationOutput(None if labels is None else classification_loss(logits, labels), logits)
 
 
-class ModernBertForMultipleChoice(ModernBertPreTrainedModel):
+class ModernBertForMultipleChoice(ModernBertTaskModel):
     """One of C candidates per example: each (context, candidate) sequence scored by one logit
     from its pooled sequence; the softmax runs over the C scores."""
 
     def __init__(self, config: ModernBertConfig, unpad: bool = False):
-        super().__init__()
-        self.config = config
-        self.model = ModernBertModel(config, unpad=unpad)
-        self.head = PredictionHead(config)
-        self.dropout = nn.Dropout(config.classifier_dropout)
-        self.classifier = nn.Linear(config.hidden_size, 1)
-        init_head(self.head, self.classifier, config)
+        super().__init__(config, 1, unpad)
 
     def forward(
         self,
@@ -519,6 +519,6 @@ class ModernBertForMultipleChoice(ModernBertPreTrainedModel):
         """input_ids, attention_mask: [N, C, S]; labels [N]: the right choice."""
         n, c, _ = input_ids.shape
         pooled = pooled_sequence(self.model, input_ids.flatten(0, 1), attention_mask.flatten(0, 1))
-        logits = self.classifier(self.dropout(self.head(pooled))).view(n, c)
+        logits = self.scores(pooled).view(n, c)
         loss = None if labels is None else F.cross_entropy(logits.float(), labels.long().view(-1))
         return ClassificationOutput(loss, logits)

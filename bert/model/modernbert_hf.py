@@ -18,7 +18,7 @@ from safetensors.torch import save_file
 from bert.atomic import atomic_folder
 from bert.errors import UserError
 from bert.model.config import ModernBertConfig
-from bert.model.hf import read_hf_weights, write_vocabulary
+from bert.model.hf import head_config, read_hf_weights, write_vocabulary
 
 log = logging.getLogger(__name__)
 
@@ -149,21 +149,6 @@ ARCHITECTURES = {
 }
 
 
-def _head_config(model, label_names: tuple[str, ...] | None) -> dict:
-    """config.json's id2label / label2id / problem_type for a sequence classifier (transformers
-    sizes the classifier by id2label), as bert/model/hf.py writes them for BERT."""
-    if type(model).__name__ != "ModernBertForSequenceClassification":
-        return {}
-    if label_names is not None and len(label_names) != model.num_labels:
-        raise ValueError(f"{len(label_names)} label names for a classifier of {model.num_labels} labels")
-    labels = list(label_names or (f"LABEL_{i}" for i in range(model.num_labels)))
-    return {
-        "id2label": {str(i): label for i, label in enumerate(labels)},
-        "label2id": {label: i for i, label in enumerate(labels)},
-        "problem_type": "regression" if model.num_labels == 1 else "single_label_classification",
-    }
-
-
 def save_pretrained(
     model,
     directory: str | Path,
@@ -178,7 +163,7 @@ def save_pretrained(
         "architectures": [ARCHITECTURES[type(model).__name__]],
         "model_type": "modernbert",
         **model.config.to_dict(),
-        **_head_config(model, label_names),
+        **head_config(model, label_names),
     }
     with atomic_folder(directory) as staging:
         (staging / "config.json").write_text(json.dumps(config, indent=2) + "\n")

@@ -54,13 +54,18 @@ def load_tokenizer(vocab_file: str | Path, lower_case: bool = True) -> Tokenizer
         raise UserError(
             f"{vocab_file}: vocabulary lacks the special tokens {missing}; it is not a BERT vocab.txt"
         )
-    cls_id, sep_id = tokenizer.token_to_id("[CLS]"), tokenizer.token_to_id("[SEP]")
-    tokenizer.post_processor = processors.TemplateProcessing(
+    tokenizer.post_processor = bert_template(tokenizer)
+    return tokenizer
+
+
+def bert_template(tokenizer: Tokenizer) -> processors.TemplateProcessing:
+    """BERT's layout of one text or a pair, over the tokenizer's own [CLS] and [SEP] ids:
+    `[CLS] A [SEP]` and `[CLS] A [SEP] B [SEP]`, B and its [SEP] of token type 1."""
+    return processors.TemplateProcessing(
         single="[CLS] $A [SEP]",
         pair="[CLS] $A [SEP] $B:1 [SEP]:1",
-        special_tokens=[("[CLS]", cls_id), ("[SEP]", sep_id)],
+        special_tokens=[("[CLS]", tokenizer.token_to_id("[CLS]")), ("[SEP]", tokenizer.token_to_id("[SEP]"))],
     )
-    return tokenizer
 
 
 def _load_tokenizer_json(path: Path) -> Tokenizer:

@@ -10,7 +10,7 @@ import shutil
 from collections.abc import Callable, Iterable
 from pathlib import Path
 
-from tokenizers import Tokenizer, decoders, normalizers, pre_tokenizers, processors, trainers
+from tokenizers import Tokenizer, decoders, normalizers, pre_tokenizers, trainers
 from tokenizers.models import BPE
 
 from bert.atomic import atomic_folder
@@ -21,6 +21,7 @@ from bert.inputs import read_json
 from bert.text.tokenization import (
     SPECIAL_TOKENS,
     TOKENIZER_JSON,
+    bert_template,
     configured_lower_case,
     load_tokenizer,
     normalizer_lower_cases,
@@ -83,12 +84,7 @@ def train_bpe(
         show_progress=False,
     )
     tokenizer.train_from_iterator(sentences(), trainer=trainer)
-    cls_id, sep_id = tokenizer.token_to_id("[CLS]"), tokenizer.token_to_id("[SEP]")
-    tokenizer.post_processor = processors.TemplateProcessing(
-        single="[CLS] $A [SEP]",
-        pair="[CLS] $A [SEP] $B:1 [SEP]:1",
-        special_tokens=[("[CLS]", cls_id), ("[SEP]", sep_id)],
-    )
+    tokenizer.post_processor = bert_template(tokenizer)
     return tokenizer
 
 
