@@ -1,5 +1,5 @@
 """ModernBERT through the stages as DVC runs them, at small size: model.size modernbert-tiny
-pretrained MLM-only from random, fine-tuned on SQuAD and predicting; a transformers-made ModernBERT
+pretrained MLM-only from random, fine-tuned on SQuAD, SWAG and STS-B and predicting; a transformers-made ModernBERT
 folder (BPE tokenizer.json, no vocab.txt) fetched as a `weights` entry, continued by the pretrain
 stage and read back by transformers' AutoModelForMaskedLM; and the contradictory params as one line."""
 
@@ -20,6 +20,9 @@ from tests.support.shard_fixtures import write_shards
 from tests.support.stage_workspace import run_stage, set_params, write_params, write_random_start
 
 SEQ = 64  # longer than modernbert-tiny's 64-token window's reach (32 each side): its band is used
+TASK_SOURCES = Path(__file__).resolve().parents[1] / "data/sample"
+TASKS = {"swag": "ModernBertForMultipleChoice", "stsb": "ModernBertForSequenceClassification"}
+TASK = {"max_seq_length": 48, "recipe": {"epochs": 1, "global_batch_size": 16, "micro_batch_size": 16}}
 PHASE = {"max_steps": 3, "global_batch_size": 8, "micro_batch_size": 8, "learning_rate": 0.001}
 
 
@@ -28,7 +31,9 @@ def run(root: Path, *args: str) -> None:
     assert result.returncode == 0, f"{args} failed:\n{result.stderr[-3000:]}"
 
 
-def test_modernbert_from_random_pretrains_finetunes_on_squad_and_predicts(tmp_path, uncased_vocab):
+def test_modernbert_from_random_pretrains_then_fine_tunes_and_predicts_squad_swag_stsb(
+    tmp_path, uncased_vocab
+):
     root = tmp_path / "project"
     root.mkdir()
     write_params(root, {
@@ -38,6 +43,9 @@ def test_modernbert_from_random_pretrains_finetunes_on_squad_and_predicts(tmp_pa
         "pretrain.data_workers": 0, "finetune.init": "phase1",
         "squad.run": ["v1.1"], "squad.max_seq_length": SEQ, "squad.doc_stride": 32, "squad.max_query_length": 16,
         "squad.recipe": {"epochs": 1, "global_batch_size": 8, "micro_batch_size": 8}, "predict.batch_size": 16,
+        "tasks.run": dict.fromkeys(TASKS, "finetune.init"),
+        **{f"tasks.{task}.{key}": value for task in TASKS for key, value in TASK.items()},
+        "tasks.swag.sources": [str(TASK_SOURCES / "swag")], "tasks.stsb.sources": [str(TASK_SOURCES / "glue/STS-B")],
     })  # fmt: skip
     (root / "data/vocab").mkdir(parents=True)
     (root / "data/vocab/vocab.txt").write_bytes(uncased_vocab.read_bytes())
@@ -58,6 +66,12 @@ def test_modernbert_from_random_pretrains_finetunes_on_squad_and_predicts(tmp_pa
     dev = json.loads((root / "data/squad/dev.json").read_text())
     questions = {qa["id"] for article in dev["data"] for p in article["paragraphs"] for qa in p["qas"]}
     assert set(json.loads((root / "data/predictions/predictions.json").read_text())) == questions
+    for task, head in TASKS.items():  # a multiple-choice and a regression head from the same encoder
+        for stage in ("download_task", "finetune_task", "predict_task"):
+            run(root, f"stages.{stage}", task)
+        saved = json.loads((root / "data/models/tasks" / task / "config.json").read_text())
+        assert saved["model_type"] == "modernbert" and saved["architectures"] == [head]
+        assert (root / "data/task_predictions" / task / "dev.tsv").is_file()
 
     # What ModernBERT cannot do is one line naming the params, before any stage runs.
     for change, named in (
