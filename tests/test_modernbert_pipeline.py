@@ -1,7 +1,8 @@
 """ModernBERT through the stages as DVC runs them, at small size: model.size modernbert-tiny
-pretrained MLM-only from random, fine-tuned on SQuAD, SWAG and STS-B and predicting; a transformers-made ModernBERT
-folder (BPE tokenizer.json, no vocab.txt) fetched as a `weights` entry, continued by the pretrain
-stage and read back by transformers' AutoModelForMaskedLM; and the contradictory params as one line."""
+pretrained MLM-only from random, fine-tuned on SQuAD, SWAG and STS-B and predicting; a
+transformers-made ModernBERT folder (BPE tokenizer.json, no vocab.txt) fetched as a `weights`
+entry, continued by the pretrain stage and read back by transformers' AutoModelForMaskedLM; and
+the contradictory params as one line."""
 
 import json
 from pathlib import Path
