@@ -44,6 +44,8 @@ def test_modernbert_from_random_pretrains_then_fine_tunes_and_predicts_squad_swa
         "pretrain.data_workers": 0, "finetune.init": "phase1",
         "squad.run": ["v1.1"], "squad.max_seq_length": SEQ, "squad.doc_stride": 32, "squad.max_query_length": 16,
         "squad.recipe": {"epochs": 1, "global_batch_size": 8, "micro_batch_size": 8}, "predict.batch_size": 16,
+        "benchmark": {"batch_size": 2, "seq_length": 32, "warmup_steps": 0, "steps": 2, "dev_windows": 16,
+                      "pretraining_batch_size": 2},
         "tasks.run": dict.fromkeys(TASKS, "finetune.init"),
         **{f"tasks.{task}.{key}": value for task in TASKS for key, value in TASK.items()},
         "tasks.swag.sources": [str(TASK_SOURCES / "swag")], "tasks.stsb.sources": [str(TASK_SOURCES / "glue/STS-B")],
@@ -67,6 +69,10 @@ def test_modernbert_from_random_pretrains_then_fine_tunes_and_predicts_squad_swa
     dev = json.loads((root / "data/squad/dev.json").read_text())
     questions = {qa["id"] for article in dev["data"] for p in article["paragraphs"] for qa in p["qas"]}
     assert set(json.loads((root / "data/predictions/predictions.json").read_text())) == questions
+    run(root, "stages.benchmark")  # ours against transformers' ModernBertForQuestionAnswering
+    timed = json.loads((root / "metrics/benchmark.json").read_text())
+    assert timed["inference_speedup_vs_transformers"] > 0 and timed["pretraining"] == {}
+    assert timed["dev_inference"]["max_start_logit_difference"] < 1e-4  # the same answers as transformers
     for task, head in TASKS.items():  # a multiple-choice and a regression head from the same encoder
         for stage in ("download_task", "finetune_task", "predict_task"):
             run(root, f"stages.{stage}", task)
