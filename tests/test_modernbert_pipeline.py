@@ -117,6 +117,7 @@ def test_a_transformers_modernbert_folder_is_continued_and_read_back_by_transfor
     fetched = root / "data/weights/tiny-modernbert"
     assert {"config.json", "model.safetensors", "tokenizer.json"} <= {p.name for p in fetched.iterdir()}
     assert not (fetched / "vocab.txt").exists()
+    refuse_folders_that_do_not_fit(transformers, config, vocab, tmp_path)
     run(root, "stages.vocab")
     write_shards(root / "data/examples/phase1", sizes=(16,), seq_len=32, max_pred=5, drawn_masks=True,
                  next_sentence=False)  # fmt: skip
@@ -141,6 +142,24 @@ def test_a_transformers_modernbert_folder_is_continued_and_read_back_by_transfor
     refused = run_stage(root, "stages.pretrain", "phase1")
     assert refused.returncode == 1 and len(refused.stderr.strip().splitlines()) == 1, refused.stderr
     assert "examples.next_sentence is true, but data/weights/tiny-modernbert" in refused.stderr
+
+
+def refuse_folders_that_do_not_fit(transformers, config, vocab: Path, tmp_path: Path) -> None:
+    """download_weights' check of a ModernBERT folder: a tokenizer with more tokens than the model's
+    vocab_size, and weights of another shape than config.json's, are each one line."""
+    from stages.download_weights import check_folder
+
+    small = transformers.ModernBertConfig(**{**config.to_dict(), "vocab_size": config.vocab_size - 10})
+    transformers.ModernBertForMaskedLM(small).save_pretrained(tmp_path / "small")
+    (tmp_path / "small/tokenizer.json").write_bytes(vocab.read_bytes())
+    with pytest.raises(
+        UserError, match=f"tokenizer.json: {config.vocab_size} tokens, more than config.json's"
+    ):
+        check_folder(tmp_path / "small")
+    edited = json.loads((tmp_path / "small/config.json").read_text()) | {"intermediate_size": 64}
+    (tmp_path / "small/config.json").write_text(json.dumps(edited))
+    with pytest.raises(UserError, match="layers.0.mlp.Wi.weight' has shape .* do not belong together"):
+        check_folder(tmp_path / "small")
 
 
 def test_a_preset_s_positions_are_its_config_s():
