@@ -5,8 +5,10 @@
 MFU is model FLOPs per second (bert.model.flops) over the dense matmul peak measured in the same run at
 the row's own shapes (bert.model.flops.matmul_peak), for: pretraining phase 1 and phase 2 (a full LAMB
 or AdamW step, pretrain.*, at examples.phase*.max_seq_length, benchmark.pretraining_batch_size sequences,
-ours against transformers.BertForPreTraining, fastest of benchmark.steps rounds), and the
-fine-tuned SQuAD model's training step and inference below. Inference (ours and transformers' BertForQuestionAnswering with SDPA, same weights, same run):
+ours against transformers.BertForPreTraining, fastest of benchmark.steps rounds; BERT only: a
+ModernBERT's step is bench/modernbert_step.py's), and the fine-tuned SQuAD model's training step
+and inference below, of either family. Inference (ours and transformers' question-answering class
+of the model's family with SDPA, same weights, same run):
 sequences/s and latency p50/p99 at benchmark.batch_size and at batch 1; training: sequences/s of
 a full fine-tuning step. Sequences of benchmark.seq_length tokens, finetune.precision, on CUDA
 when present. Then `dev_inference`: windows/s over a seeded sample of benchmark.dev_windows
@@ -22,9 +24,8 @@ import torch
 
 from bert.atomic import write_json
 from bert.errors import UserError, run_main
-from bert.model.config import BertConfig
+from bert.model import family
 from bert.model.flops import best_peak, datasheet_peak, matmul_peak, mfu, question_answering_flops
-from bert.model.network import BertForQuestionAnswering
 from bert.pretraining.benchmark import masked_per_sequence, time_pretraining
 from bert.squad.benchmark import benchmark_dev_inference, benchmark_inference, dev_windows, time_training
 from bert.text.tokenization import load_tokenizer_from_dir
@@ -46,13 +47,13 @@ def main() -> None:
     compare = importlib.util.find_spec("transformers") is not None
     if not compare:
         log.warning("transformers is not installed: no comparison (pip install transformers)")
-    config = BertConfig.from_json_file(MODEL_DIR / "config.json")
+    config = family.resolve_config(MODEL_DIR)
     tokens = spec.batch_size * spec.seq_length
     peak_before = matmul_peak(config, tokens, device, precision)
     inference = benchmark_inference(
         MODEL_DIR, spec.batch_size, spec.seq_length, spec.steps, spec.warmup_steps, precision, device, compare
     )
-    model = BertForQuestionAnswering.from_pretrained(MODEL_DIR).to(device)
+    model = family.from_pretrained(MODEL_DIR, "question_answering").to(device)
     training = time_training(
         model, spec.batch_size, spec.seq_length, spec.steps, spec.warmup_steps, precision
     )
@@ -81,7 +82,14 @@ def main() -> None:
         },
         "pretraining": {},
     }
-    for phase in ("phase1", "phase2") if spec.pretraining_batch_size else ():
+    timed = spec.pretraining_batch_size and family.family_of(config) == "bert"
+    if (
+        spec.pretraining_batch_size and not timed
+    ):  # its runner builds BERT's pretraining model and transformers'
+        log.warning(
+            "pretraining not timed: the model is a ModernBERT (bench/modernbert_step.py times its step)"
+        )
+    for phase in ("phase1", "phase2") if timed else ():
         seq_len = getattr(params.examples, phase).max_seq_length
         if seq_len > config.max_position_embeddings:  # a model that pretraining could not have made
             log.warning("pretraining %s not timed: examples.%s.max_seq_length %d exceeds the model's "

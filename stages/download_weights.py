@@ -1,4 +1,4 @@
-"""Stage download_weights@<name>: the Hugging Face BERT folder `weights.<name>` -> data/weights/<name>/.
+"""Stage download_weights@<name>: the Hugging Face BERT or ModernBERT folder `weights.<name>` -> data/weights/<name>/.
 
 One stage per entry of `weights` in params.yaml (Google's released checkpoints, or any URL or local
 folder in Hugging Face format). Only the entries finetune.init or pretrain.phases start from are fetched;
@@ -23,11 +23,14 @@ from stages import layout
 from stages.params import load_params
 
 log = logging.getLogger("stages.download_weights")
-REQUIRED = ("config.json", "vocab.txt")
+REQUIRED = ("config.json",)
+# The first the folder has: BERT's WordPiece vocab.txt, else a tokenizer.json (ModernBERT's BPE).
+VOCAB_FILES = ("vocab.txt", "tokenizer.json")
 WEIGHT_FILES = ("model.safetensors", "pytorch_model.bin")  # the first the folder has
 OPTIONAL = ("tokenizer_config.json",)
 FILES = (
     *REQUIRED,
+    *VOCAB_FILES,
     *WEIGHT_FILES,
     *OPTIONAL,
 )  # what a weights folder holds: an entry naming one meant the folder
@@ -77,9 +80,10 @@ def fetch_weights(base: str, out_dir: Path, rules: Rules, manifest: Manifest) ->
         if (tree is not None and not tree.is_folder) or base.rsplit("/", 1)[-1] in FILES:
             raise UserError(
                 f"{base} is a file, not the folder of the weights; name the folder that holds "
-                f"{', '.join(REQUIRED)} and {' or '.join(WEIGHT_FILES)}"
+                f"{', '.join(REQUIRED)}, {' or '.join(VOCAB_FILES)} and {' or '.join(WEIGHT_FILES)}"
             )
         fetched = [fetch(base, file, staging) for file in REQUIRED]
+        fetched.append(fetch_first(base, VOCAB_FILES, staging))
         fetched.append(fetch_first(base, WEIGHT_FILES, staging))
         for file in OPTIONAL:
             with contextlib.suppress(SourceNotFound):  # optional: older repositories lack it
@@ -90,18 +94,18 @@ def fetch_weights(base: str, out_dir: Path, rules: Rules, manifest: Manifest) ->
 
 
 def check_folder(folder: Path) -> None:
-    """config.json valid, every encoder tensor there with the shape it gives, a BERT vocab.txt that
-    fits the embeddings (messages name the URL: the staging context translates the paths)."""
+    """config.json valid (BERT's or ModernBERT's, by its model_type), every encoder tensor there with
+    the shape it gives, a vocabulary (vocab.txt or tokenizer.json) that fits the embeddings
+    (messages name the URL: the staging context translates the paths)."""
     # Here, not at the top: torch takes 2 s to import, and most of these stages (every entry that
     # neither init names) only write their README.
-    from bert.model.hf import check_pretrained
-    from bert.model.network import BertModel
+    from bert.model.family import check_pretrained
 
-    config = check_pretrained(folder, BertModel)
+    config = check_pretrained(folder)
     tokenizer, _ = load_tokenizer_from_dir(folder)
     if tokenizer.get_vocab_size() > config.vocab_size:
         raise UserError(
-            f"{folder / 'vocab.txt'}: {tokenizer.get_vocab_size()} tokens, more than config.json's vocab_size "
+            f"{layout.tokenizer_file(folder)}: {tokenizer.get_vocab_size()} tokens, more than config.json's vocab_size "
             f"{config.vocab_size}; the vocabulary and the weights do not belong together"
         )
 

@@ -1,4 +1,4 @@
-"""Stage finetune_squad: fine-tune BertForQuestionAnswering on SQuAD train.
+"""Stage finetune_squad: fine-tune the question-answering model (BERT's or ModernBERT's) on SQuAD train.
 
     python -m stages.finetune_squad [--join NODE_RANK]
 
@@ -17,7 +17,7 @@ import sys
 
 from bert.distributed.launch import Distributed
 from bert.errors import UserError, run_main
-from bert.model.network import BertForQuestionAnswering
+from bert.model import family
 from bert.squad.dataset import load_examples
 from bert.squad.features import make_features
 from bert.squad.objective import question_answering_objective
@@ -39,7 +39,7 @@ def main() -> None:
 def run(params: Params, distributed: Distributed) -> None:
     squad = params.squad
     start = starting_point(params, "squad")
-    model = BertForQuestionAnswering.from_pretrained(start.folder, unpad=params.finetune.unpad)
+    model = family.from_pretrained(start.folder, "question_answering", unpad=params.finetune.unpad)
     check_model(model, start, squad.max_seq_length, "squad.max_seq_length")
     model.to(distributed.device)
 

@@ -7,7 +7,7 @@ for SQuAD), or the model of the task it names (data/models/tasks/<start>/, a dep
 its head kept when the labels are the same, else re-initialised), with the task's
 max_seq_length, finetune.recipe with tasks.<task>.recipe's changes, and finetune's run settings
 (stages/finetune.py): data/tasks/<task>/ -> data/models/tasks/<task>/ (Hugging Face format:
-BertForMultipleChoice for SWAG, BertForSequenceClassification for GLUE), checkpoints in
+a multiple-choice model for SWAG, a sequence classifier for GLUE, in the start's family), checkpoints in
 data/checkpoints/tasks/<task>/ (resumed), dvclive/finetune_task/<task>/,
 metrics/finetune_task/<task>.json. With tasks.<task>.seeds, one run per seed: the first seed's
 model and figures in those places, each other's in seed-<seed>/ below the model, checkpoints and

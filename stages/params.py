@@ -28,7 +28,7 @@ import yaml
 from bert.compute import SCHEDULERS, Compute, is_scheduler_address, scheduler_address_problem
 from bert.errors import UserError, run_main
 from bert.inputs import read_yaml
-from bert.model.presets import SIZES, config_file
+from bert.model.presets import SIZES, config_file, family_and_positions
 from bert.ranges import Count, LearningRate, Probability, Range, Seed, Share, WeightDecay
 from bert.training.recipe import FineTuningRecipe, Recipe, RunSettings, schedule_problem
 
@@ -704,6 +704,8 @@ def _check(params: Params) -> None:
     if not phase_problems:  # where fine-tuning and the vocabulary start depends on the phases run
         problems += _start_problems(params)
     problems += _schedule_problems(params)
+    if not phase_problems:
+        problems += _model_problems(params)
     require(
         params.clean.boilerplate_min_documents != 1,
         "clean.boilerplate_min_documents is 1, which would remove every line; use 0 (off) or at least 2",
@@ -766,6 +768,35 @@ def _schedule_problems(params: Params) -> list[str]:
             where = "squad.recipe" if of == "squad" else f"tasks.{of}.recipe"
             problems.append(problem and f"finetune.recipe with {where}: {problem}")
     return [problem for problem in problems if problem]
+
+
+def _model_problems(params: Params) -> list[str]:
+    """What a ModernBERT of model.size cannot do, where pretraining starts from it (random): it has
+    no next-sentence head, and reads no sequence past its max_position_embeddings (the examples';
+    SQuAD's, when fine-tuning starts from it). BERT's lengths, and released weights of either family,
+    are checked where the model is loaded (stages/pretrain.py, stages/finetune.py)."""
+    shape = family_and_positions(params.model.size)
+    if params.pretrain_start != "random" or shape is None or shape[0] != "modernbert":
+        return []
+    positions = shape[1]
+    size = f"model.size {params.model.size}"
+    problems = []
+    if params.examples.next_sentence:
+        problems.append(
+            f"examples.next_sentence is true, but {size} is a ModernBERT, which has no next-sentence head; "
+            "set examples.next_sentence: false (MLM only)"
+        )
+    lengths = {f"examples.{phase}.max_seq_length": getattr(params.examples, phase).max_seq_length
+               for phase in params.pretrain.phases}  # fmt: skip
+    if params.squad.run and params.finetune.init not in params.weights:
+        lengths["squad.max_seq_length"] = params.squad.max_seq_length
+    problems += [
+        f"{name} is {length}, longer than the {positions} positions (max_position_embeddings) of {size}; "
+        f"shorten it to at most {positions}, or choose a model with more positions"
+        for name, length in lengths.items()
+        if length > positions
+    ]
+    return problems
 
 
 def _start_problems(params: Params) -> list[str]:

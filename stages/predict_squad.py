@@ -15,7 +15,7 @@ import torch
 
 from bert.atomic import atomic_folder, write_json
 from bert.errors import UserError, run_main
-from bert.model.network import BertForQuestionAnswering
+from bert.model import family
 from bert.squad.answers import postprocess
 from bert.squad.dataset import dataset_version, load_examples, read_json
 from bert.squad.features import make_features
@@ -36,7 +36,7 @@ def main() -> None:
         raise UserError(f"{MODEL_DIR}: no model; run the finetune_squad stage first")
     version = dataset_version(read_json(DEV_FILE))
     tokenizer, _ = load_tokenizer_from_dir(MODEL_DIR, params.vocab.lower_case)
-    model = BertForQuestionAnswering.from_pretrained(MODEL_DIR)
+    model = family.from_pretrained(MODEL_DIR, "question_answering")
     device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
     model.to(device)
 

@@ -24,8 +24,8 @@ import torch
 
 from bert.distributed.launch import Distributed, launch
 from bert.errors import UserError, run_main
-from bert.model.hf import WEIGHT_FILES, check_reloads, untrained_tensors
-from bert.model.network import BertForPreTraining
+from bert.model import family
+from bert.model.hf import WEIGHT_FILES, check_reloads
 from bert.pretraining.loader import DynamicMasking, PretrainingData
 from bert.pretraining.loss import pretraining_objective
 from bert.text.tokenization import vocabulary_size
@@ -73,10 +73,12 @@ def pretrain(params: Params, phase: str, distributed: Distributed) -> None:
     shards = sorted(layout.examples(phase).glob("*.hdf5"))
 
     length_binning, unpad = params.pretrain.length_binning, params.pretrain.unpad
+    start_family = family.model_type(layout.weights(params.pretrain.phases[phase]))
     # apex's FusedLayerNorm with use_apex (as FusedLAMB below); both fall back to torch when absent
-    options = dict(apex_layer_norm=params.pretrain.use_apex, unpad=unpad)
-    if not params.examples.next_sentence:  # MLM only: no NSP head, no pooler
-        options["next_sentence"] = False
+    options = family.pretraining_options(
+        start_family, unpad=unpad, apex_layer_norm=params.pretrain.use_apex,
+        next_sentence=params.examples.next_sentence,
+    )  # fmt: skip
     torch.manual_seed(params.seed)  # the same fresh heads on every rank
     model = start_model(params, phase, vocab_file, vocab_size, options)
     model.to(distributed.device)
@@ -127,7 +129,7 @@ def pretrain(params: Params, phase: str, distributed: Distributed) -> None:
     if distributed.is_main:
         # What the objective does not train (an MLM-only run's pooler) goes on unchanged from the start.
         start = params.pretrain.phases[phase]
-        carried = None if start == "random" else untrained_tensors(layout.weights(start), model)
+        carried = None if start == "random" else family.untrained_tensors(layout.weights(start), model)
         output = layout.weights(phase)
         model.save_pretrained(
             output, vocab_file=vocab_file, lower_case=params.vocab.lower_case, carried=carried
@@ -138,9 +140,10 @@ def pretrain(params: Params, phase: str, distributed: Distributed) -> None:
 
 def start_model(
     params: Params, phase: str, vocab_file: Path, vocab_size: int, options: dict
-) -> BertForPreTraining:
+) -> torch.nn.Module:
     """The model the phase starts from: data/weights/<start> as its stage left it (random's fresh
-    weights are the ones seed and model.size draw). From released weights their config.json is the
+    weights are the ones seed and model.size draw), in its family (config.json's model_type: BERT's
+    MLM + NSP model, or ModernBERT's MLM). From released weights their config.json is the
     shape (model.size is not read) and their vocabulary must be the examples' (vocab.source:
     weights); heads the folder lacks start fresh (the MLM decoder is always the word embeddings)."""
     start = params.pretrain.phases[phase]
@@ -158,8 +161,15 @@ def start_model(
                 f"{vocab_file} is not {released_vocab}, the vocabulary of weights.{start} ({where}); "
                 "run `dvc repro vocab` with vocab.source: weights"
             )
-    model = BertForPreTraining.from_pretrained(directory, **options)
-    if model.config.vocab_size != vocab_size:
+    kind = family.model_type(directory)
+    if kind == "modernbert" and params.examples.next_sentence:
+        raise UserError(
+            f"examples.next_sentence is true, but {directory} ({where}) is a ModernBERT, which has no "
+            "next-sentence head; set examples.next_sentence: false (MLM only)"
+        )
+    model = family.from_pretrained(directory, "pretraining", **options)
+    # A released model may hold more ids than its tokenizer (ModernBERT-base: 50,368 for 50,280 tokens).
+    if (model.config.vocab_size < vocab_size) if released else (model.config.vocab_size != vocab_size):
         raise UserError(
             f"{directory} has vocab_size {model.config.vocab_size}, {vocab_file} has {vocab_size}; "
             f"run `dvc repro {layout.weights_stage(start)}`"

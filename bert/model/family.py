@@ -8,7 +8,10 @@ folder loaded into the right family, so that callers need not name BertFor* or M
 
 from pathlib import Path
 
-from bert.model import modernbert, network
+import torch
+
+from bert.errors import UserError
+from bert.model import hf, modernbert, modernbert_hf, network
 from bert.model.config import BertConfig, ModernBertConfig, model_type, resolve_config
 
 # What each head kind is in each family (the pretraining head: BERT's MLM + optional NSP; ModernBERT's MLM).
@@ -29,7 +32,18 @@ HEADS = {
     },
 }
 
-__all__ = ["HEADS", "family_of", "fresh", "from_pretrained", "model_class", "resolve_config"]
+__all__ = [
+    "HEADS",
+    "check_pretrained",
+    "family_of",
+    "fresh",
+    "from_pretrained",
+    "model_class",
+    "model_type",
+    "pretraining_options",
+    "resolve_config",
+    "untrained_tensors",
+]
 
 
 def family_of(config: BertConfig | ModernBertConfig) -> str:
@@ -51,3 +65,53 @@ def fresh(config: BertConfig | ModernBertConfig, head: str, **kwargs):
 def from_pretrained(directory: str | Path, head: str, **kwargs):
     """A Hugging Face folder of either family (config.json's model_type) as the `head` model."""
     return model_class(model_type(directory), head).from_pretrained(directory, **kwargs)
+
+
+def pretraining_options(family: str, *, unpad: bool, apex_layer_norm: bool, next_sentence: bool) -> dict:
+    """The constructor options of `family`'s pretraining model. ModernBERT has no next-sentence head
+    to leave out and no apex LayerNorm (its norms have no bias); `unpad` is both families'."""
+    if family == "modernbert":
+        return {"unpad": unpad}
+    options = {"unpad": unpad, "apex_layer_norm": apex_layer_norm}
+    if not next_sentence:  # MLM only: no NSP head, no pooler
+        options["next_sentence"] = False
+    return options
+
+
+def untrained_tensors(directory: str | Path, model) -> dict:
+    """The tensors of `directory` that `model` (its pretraining model, loaded from it) holds but does
+    not train, to be carried to the folder it is saved in: BERT's pooler and NSP head in an MLM-only
+    run (bert.model.hf.untrained_tensors); none for ModernBERT, whose MLM trains all it holds."""
+    if family_of(model.config) == "modernbert":
+        return {}
+    return hf.untrained_tensors(directory, model)
+
+
+def check_pretrained(directory: str | Path) -> "BertConfig | ModernBertConfig":
+    """That a Hugging Face folder of either family will load as its encoder: config.json valid and
+    every encoder tensor there with the shape it gives (names and shapes read, not the weights); its
+    config. For download_weights, before it publishes the folder."""
+    if model_type(directory) == "bert":
+        return hf.check_pretrained(directory, network.BertModel)
+    directory = Path(directory)
+    config = ModernBertConfig.from_json_file(directory / "config.json")
+    shapes = {}
+    for path in hf._weight_files(directory):
+        shapes.update(hf._tensor_shapes(path))
+    shapes = modernbert_hf._normalise_keys(shapes, bare=True)
+    with torch.device("meta"):  # shapes only: no memory for ModernBERT-large's weights
+        expected = modernbert.ModernBertModel(config).state_dict()
+    for name, tensor in expected.items():
+        theirs = modernbert_hf.hf_name(name)
+        if theirs not in shapes:
+            raise UserError(
+                f"{directory}: the weights have no tensor {theirs!r}, which config.json "
+                f"({config.num_hidden_layers} layers) needs; the weights and config.json do not belong together"
+            )
+        if shapes[theirs] != tuple(tensor.shape):
+            raise UserError(
+                f"{directory}: the tensor {theirs!r} has shape {list(shapes[theirs])}, but config.json "
+                f"(hidden_size {config.hidden_size}, intermediate_size {config.intermediate_size}, vocab_size "
+                f"{config.vocab_size}, ...) makes it {list(tensor.shape)}; the weights and config.json do not belong together"
+            )
+    return config

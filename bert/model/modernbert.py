@@ -292,10 +292,13 @@ class ModernBertPreTrainedModel(nn.Module):
         vocab_file=None,
         lower_case: bool = True,
         label_names: tuple[str, ...] | None = None,
+        carried: dict | None = None,
     ) -> None:
         """Write a folder that transformers' matching ModernBert* class loads with the same outputs
-        (the arguments of BertPreTrainedModel.save_pretrained, but `carried`: ModernBERT's objective
-        trains every tensor of its pretraining model)."""
+        (the arguments of BertPreTrainedModel.save_pretrained; `carried` is always empty here:
+        ModernBERT's objective trains every tensor of its pretraining model)."""
+        if carried:
+            raise ValueError(f"nothing to carry for {type(self).__name__}, given {', '.join(carried)}")
         modernbert_hf.save_pretrained(self, directory, vocab_file, lower_case, label_names)
 
 

@@ -4,6 +4,7 @@ Kept apart from bert/model/network.py, and free of torch, because stages/params.
 for every stage: the data stages then neither import torch nor rerun when the model code changes.
 """
 
+import json
 from pathlib import Path
 
 # All presets keep BERT's head size of 64.
@@ -39,3 +40,26 @@ def config_file(size: str | Path) -> Path:
     the config.json inside it when it is a folder (a Hugging Face model directory)."""
     path = Path(size)
     return path / "config.json" if path.is_dir() else path
+
+
+# max_position_embeddings where config.json leaves it out: BertConfig's and ModernBertConfig's
+# defaults (the presets' positions; tests/test_modernbert_pipeline.py checks that they agree).
+DEFAULT_POSITIONS = {"bert": 512, "modernbert": 8192}
+
+
+def family_and_positions(size: str | Path) -> tuple[str, int] | None:
+    """The family ("bert" or "modernbert") and max_position_embeddings of `model.size`, read without
+    torch for stages/params.py's checks; None for a config.json that is not a readable JSON object
+    (loading it gives that line)."""
+    if size in PRESETS or size in MODERNBERT_PRESETS:
+        family = "bert" if size in PRESETS else "modernbert"
+        return family, DEFAULT_POSITIONS[family]
+    try:
+        values = json.loads(config_file(size).read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, ValueError):
+        return None
+    if not isinstance(values, dict):
+        return None
+    family = "modernbert" if values.get("model_type") == "modernbert" else "bert"
+    positions = values.get("max_position_embeddings", DEFAULT_POSITIONS[family])
+    return (family, positions) if isinstance(positions, int) else None

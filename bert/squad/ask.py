@@ -1,10 +1,11 @@
-"""Ask a fine-tuned BERT question-answering model one question about one text.
+"""Ask a fine-tuned BERT or ModernBERT question-answering model one question about one text.
 
     python -m bert.squad.ask --model DIR --question "Where is the café?" --context "Zoë's café is in São Paulo."
 
-DIR is a Hugging Face BERT directory (config.json, model.safetensors or pytorch_model.bin,
-vocab.txt, tokenizer_config.json with do_lower_case): the `finetune_squad` stage's output, or
-any BertForQuestionAnswering checkpoint from the Hugging Face hub. The question goes the way of
+DIR is a Hugging Face BERT or ModernBERT directory (config.json, model.safetensors or
+pytorch_model.bin, vocab.txt or tokenizer.json, tokenizer_config.json): the `finetune_squad`
+stage's output, or any BertForQuestionAnswering or ModernBertForQuestionAnswering checkpoint from
+the Hugging Face hub. The question goes the way of
 a SQuAD dev question in predict_squad: a long context is cut into overlapping windows, and the
 answer is cut out of the original text, so it is always a substring of the context.
 """
@@ -14,8 +15,10 @@ import json
 import logging
 from pathlib import Path
 
+import torch
+
 from bert.errors import UserError, run_main
-from bert.model.network import BertForQuestionAnswering
+from bert.model import family
 from bert.squad.answers import postprocess
 from bert.squad.dataset import SquadExample
 from bert.squad.features import make_features
@@ -24,7 +27,7 @@ from bert.text.tokenization import load_tokenizer_from_dir
 
 
 def answer_question(
-    model: BertForQuestionAnswering,
+    model: torch.nn.Module,
     tokenizer,
     question: str,
     context: str,
@@ -110,7 +113,7 @@ def main(argv: list[str] | None = None) -> None:
         except (OSError, UnicodeDecodeError) as error:
             raise UserError(f"{args.context_file}: cannot read the context ({error})") from None
     tokenizer, _ = load_tokenizer_from_dir(model_dir)
-    model = BertForQuestionAnswering.from_pretrained(model_dir)
+    model = family.from_pretrained(model_dir, "question_answering")
     answer, nbest = answer_question(
         model,
         tokenizer,

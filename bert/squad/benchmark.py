@@ -1,7 +1,8 @@
-"""Speed of a question-answering model, ours against transformers' BertForQuestionAnswering
-with SDPA attention (same weights, loaded from the same Hugging Face directory, in the same
-process, taking turns so that a shared machine slows both alike): what the benchmark stage
-measures, and what bench/squad_inference.py, bench/squad_train.py and bench/report.py run.
+"""Speed of a question-answering model, ours against transformers' class of its family
+(BertForQuestionAnswering or ModernBertForQuestionAnswering) with SDPA attention (same weights,
+loaded from the same Hugging Face directory, in the same process, taking turns so that a shared
+machine slows both alike): what the benchmark stage measures, and what bench/squad_inference.py,
+bench/squad_train.py and bench/report.py run.
 
 - `benchmark_inference`: full-length sequences of random tokens (the models alone); sequences/s
   and per-batch latency p50/p99, at a batch size and at batch 1.
@@ -20,7 +21,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from bert.model.network import BertForQuestionAnswering
+from bert.model import family
 from bert.model.precision import AUTOCAST_DTYPES
 from bert.squad.dataset import load_examples
 from bert.squad.features import SquadFeatures, make_features
@@ -81,7 +82,10 @@ def load_transformers(directory: str | Path, device: torch.device):
     """The same Hugging Face directory in transformers, with PyTorch's SDPA attention."""
     import transformers
 
-    model = transformers.BertForQuestionAnswering.from_pretrained(str(directory), attn_implementation="sdpa")
+    # config.json's model_type picks transformers' class, as bert.model.family picks ours
+    model = transformers.AutoModelForQuestionAnswering.from_pretrained(
+        str(directory), attn_implementation="sdpa"
+    )
     return model.to(device).eval()
 
 
@@ -97,7 +101,7 @@ def benchmark_inference(
 ) -> dict:
     """Ours (and with `compare` transformers, taking turns) at batch_size and at 1, and the ratio."""
     device = torch.device(device)
-    models = {"ours": BertForQuestionAnswering.from_pretrained(directory).to(device)}
+    models = {"ours": family.from_pretrained(directory, "question_answering").to(device)}
     if compare:
         models["transformers"] = load_transformers(directory, device)
     vocab_size = models["ours"].config.vocab_size
@@ -173,7 +177,7 @@ def benchmark_dev_inference(
     after one untimed batch each. Also the largest difference between the two models' start
     logits at real tokens: the speed-up is for the same answers."""
     device = torch.device(device)
-    ours = BertForQuestionAnswering.from_pretrained(directory).to(device)
+    ours = family.from_pretrained(directory, "question_answering").to(device)
     runs = {
         "ours": lambda: predict_logits(
             ours, features, batch_size=batch_size, device=device, precision=precision, progress=False
@@ -228,7 +232,7 @@ class TrainingStep:
     """One fine-tuning step as finetune_squad takes it (bert.training.loop.train): autocast forward,
     QA loss, (scaled) backward, gradient clipping at 1.0, AdamW."""
 
-    def __init__(self, model: BertForQuestionAnswering, precision: str = "fp32"):
+    def __init__(self, model: torch.nn.Module, precision: str = "fp32"):
         self.model = model.train()
         self.device = next(model.parameters()).device
         self.amp_dtype = AUTOCAST_DTYPES[precision]
@@ -251,7 +255,7 @@ class TrainingStep:
         return time.perf_counter() - started
 
 
-def time_training(model: BertForQuestionAnswering, batch_size: int, seq_len: int, steps: int, warmup: int,
+def time_training(model: torch.nn.Module, batch_size: int, seq_len: int, steps: int, warmup: int,
                   precision: str = "fp32") -> dict:  # fmt: skip
     """sequences/s of `steps` timed training steps after `warmup` untimed ones (the model changes)."""
     device = next(model.parameters()).device

@@ -1,12 +1,13 @@
-"""The model of each kind of task: BertForMultipleChoice for SWAG, BertForSequenceClassification
-(a class, or a score for STS-B) for GLUE; and where it starts: a pretrained encoder, or another
-task's fine-tuned model (RTE, MRPC and STS-B from MNLI's, as MosaicBERT and ModernBERT report)."""
+"""The model of each kind of task, in its folder's family (BERT or ModernBERT, bert.model.family): a
+multiple-choice model for SWAG, a sequence classifier (a class, or a score for STS-B) for GLUE; and
+where it starts: a pretrained encoder, or another task's fine-tuned model (RTE, MRPC and STS-B from
+MNLI's, as MosaicBERT and ModernBERT report)."""
 
 import logging
 from pathlib import Path
 
 from bert.inputs import read_json
-from bert.model.network import BertForMultipleChoice, BertForSequenceClassification
+from bert.model import family
 from bert.tasks.data import Task
 
 log = logging.getLogger(__name__)
@@ -15,8 +16,8 @@ log = logging.getLogger(__name__)
 def load_task_model(task: Task, directory: Path, **kwargs):
     """The task's model from a Hugging Face directory (its head fresh when the folder has none)."""
     if task.kind == "choice":
-        return BertForMultipleChoice.from_pretrained(directory, **kwargs)
-    return BertForSequenceClassification.from_pretrained(directory, num_labels=task.num_labels, **kwargs)
+        return family.from_pretrained(directory, "multiple_choice", **kwargs)
+    return family.from_pretrained(directory, "sequence_classification", num_labels=task.num_labels, **kwargs)
 
 
 def head_carries_over(task: Task, source: Task) -> bool:
@@ -36,10 +37,10 @@ def load_task_model_from_task(task: Task, source: Task, directory: Path, **kwarg
     made_for = read_json(directory / "config.json").get("id2label")
     keep = head_carries_over(task, source)
     if task.kind == "choice":
-        model = BertForMultipleChoice.from_pretrained(directory, fresh_head=not keep, **kwargs)
+        model = family.from_pretrained(directory, "multiple_choice", fresh_head=not keep, **kwargs)
     else:
-        model = BertForSequenceClassification.from_pretrained(
-            directory, num_labels=task.num_labels, fresh_head=not keep, **kwargs
+        model = family.from_pretrained(
+            directory, "sequence_classification", num_labels=task.num_labels, fresh_head=not keep, **kwargs
         )
     if keep:
         log.info(

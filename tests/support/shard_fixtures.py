@@ -33,11 +33,12 @@ def write_shard(
     dynamic: bool = False,
     min_length: int | None = None,
     drawn_masks: bool = False,
+    next_sentence: bool = True,
 ) -> Path:
     """Rows of random real length in [min_length (default seq_len // 2), seq_len], then padding.
     Static masks: exactly max_pred tokens per row, or with `drawn_masks` drawn as the examples
     stage draws them (bert.pretraining.masking, masked_lm_prob 0.15: rows of different lengths mask different
-    numbers of tokens, as real shards do)."""
+    numbers of tokens, as real shards do). Without `next_sentence`: MLM-only shards (no NSP labels)."""
     rng = np.random.default_rng(seed)
     input_ids = np.zeros((rows, seq_len), np.int32)
     input_mask = np.zeros((rows, seq_len), np.int8)
@@ -74,7 +75,8 @@ def write_shard(
             ("masked_lm_ids", labels),
             ("next_sentence_labels", rng.integers(0, 2, size=rows).astype(np.int8)),
         ]:
-            f.create_dataset(name, data=data, track_times=False)
+            if name != "next_sentence_labels" or next_sentence:
+                f.create_dataset(name, data=data, track_times=False)
         f.attrs["masking"] = "dynamic" if dynamic else "static"
     return path
 
@@ -87,11 +89,20 @@ def write_shards(
     dynamic=False,
     min_length=None,
     drawn_masks=False,
+    next_sentence=True,
 ) -> list[Path]:
     directory.mkdir(parents=True, exist_ok=True)
     return [
         write_shard(
-            directory / f"part-{i:05d}.hdf5", n, seq_len, max_pred, 100 + i, dynamic, min_length, drawn_masks
+            directory / f"part-{i:05d}.hdf5",
+            n,
+            seq_len,
+            max_pred,
+            100 + i,
+            dynamic,
+            min_length,
+            drawn_masks,
+            next_sentence,
         )
         for i, n in enumerate(sizes)
     ]
