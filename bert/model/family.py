@@ -96,9 +96,9 @@ def check_pretrained(directory: str | Path) -> "BertConfig | ModernBertConfig":
     directory = Path(directory)
     config = ModernBertConfig.from_json_file(directory / "config.json")
     shapes = {}
-    for path in hf._weight_files(directory):
-        shapes.update(hf._tensor_shapes(path))
-    shapes = modernbert_hf._normalise_keys(shapes, bare=True)
+    for path in hf.weight_files(directory):
+        shapes.update(hf.tensor_shapes(path))
+    shapes = modernbert_hf.normalise_keys(shapes, bare=True)
     with torch.device("meta"):  # shapes only: no memory for ModernBERT-large's weights
         expected = modernbert.ModernBertModel(config).state_dict()
     for name, tensor in expected.items():

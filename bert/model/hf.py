@@ -199,7 +199,7 @@ def _unreadable(path: Path, error: Exception) -> UserError:
     )
 
 
-def _weight_files(directory: Path) -> list[Path]:
+def weight_files(directory: Path) -> list[Path]:
     """The file(s) holding a HF directory's tensors: one weight file, or the shards its index lists."""
     for name in WEIGHT_FILES:
         if (directory / name).is_file():
@@ -230,12 +230,12 @@ def read_weight_index(path: Path) -> dict[str, str]:
 def read_hf_weights(directory: Path) -> dict[str, torch.Tensor]:
     """All tensors of a HF directory: a single weight file, or the shards listed by an index."""
     state = {}
-    for path in _weight_files(directory):
+    for path in weight_files(directory):
         state.update(_read_weight_file(path))
     return state
 
 
-def _tensor_shapes(path: Path) -> dict[str, tuple[int, ...]]:
+def tensor_shapes(path: Path) -> dict[str, tuple[int, ...]]:
     """Names and shapes of a weight file's tensors, without reading their data where the format
     allows it (safetensors; a zip-format .bin is memory-mapped)."""
     try:
@@ -256,8 +256,8 @@ def check_pretrained(directory: str | Path, encoder: type[torch.nn.Module]) -> B
     directory = Path(directory)
     config = BertConfig.from_json_file(directory / "config.json")
     shapes: dict[str, tuple[int, ...]] = {}
-    for path in _weight_files(directory):
-        shapes.update(_tensor_shapes(path))
+    for path in weight_files(directory):
+        shapes.update(tensor_shapes(path))
     shapes = _normalise_hf_keys(shapes, with_prefix=False)
     with torch.device("meta"):  # shapes only: no memory for BERT-large's weights
         expected = encoder(config).state_dict()

@@ -56,7 +56,7 @@ def _is_encoder(name: str, bare: bool) -> bool:
     return not name.startswith(HEAD_PREFIXES) if bare else name.startswith("model.")
 
 
-def _normalise_keys(hf_state: dict[str, torch.Tensor], bare: bool) -> dict[str, torch.Tensor]:
+def normalise_keys(hf_state: dict[str, torch.Tensor], bare: bool) -> dict[str, torch.Tensor]:
     """A bare ModernBertModel's folder has its encoder at the root, a head's under `model.`: bring
     the folder's keys to the form of the model being loaded."""
     head_model = any(name.startswith("model.") for name in hf_state)
@@ -99,7 +99,7 @@ def load_pretrained(cls, directory: str | Path, *, fresh_head: bool = False, **k
         raise UserError(f"{directory}: model directory not found")
     config = ModernBertConfig.from_json_file(directory / "config.json")
     bare = cls.__name__ == "ModernBertModel"
-    hf_state = _normalise_keys(read_hf_weights(directory), bare)
+    hf_state = normalise_keys(read_hf_weights(directory), bare)
     if fresh_head:
         hf_state = {name: tensor for name, tensor in hf_state.items() if not name.startswith("classifier.")}
     if cls.__name__ == "ModernBertForSequenceClassification":
