@@ -240,19 +240,24 @@ def _dvc_project(
     command: str,
     name: str = "pretrain@phase1",
     deps=("data/examples/phase1", "data/vocab", "data/weights/random"),
+    curves: str = "",
 ) -> None:
     """Make `root` a DVC project whose one stage is the repository's stage `name` (its outs,
     metrics, params and the plots of its curves as dvc.yaml has them) running `command`; of a
-    `foreach` over pretrain.phases (pretrain@phase1), the one entry."""
+    `foreach` (pretrain@phase1, finetune_squad@v1.1), the one entry; `curves`, the folder of its
+    curves when it is not the stage's name (dvclive/pretrain_phase1/)."""
     pipeline = yaml.safe_load((REPO / "dvc.yaml").read_text())
     group, _, key = name.partition("@")
     stage = pipeline["stages"][group]
-    if key:
-        phases = yaml.safe_load((REPO / "params.yaml").read_text())["pretrain"]["phases"]
-        stage = {"foreach": {key: phases[key]}, "do": {**stage["do"], "cmd": command, "deps": list(deps)}}
+    if key:  # the one entry of the params value the group iterates (a mapping's key, or a list's item)
+        iterated = yaml.safe_load((REPO / "params.yaml").read_text())
+        for part in stage["foreach"].strip("${} ").split("."):
+            iterated = iterated[part]
+        entry = {key: iterated[key]} if isinstance(iterated, dict) else [key]
+        stage = {"foreach": entry, "do": {**stage["do"], "cmd": command, "deps": list(deps)}}
     else:
         stage = {**stage, "cmd": command, "deps": list(deps)}
-    curves = f"dvclive/{name.replace('@', '_')}/"
+    curves = curves or f"dvclive/{name.replace('@', '_')}/"
     plots = [plot for plot in pipeline["plots"]
              if all(path.startswith(curves) for path in next(iter(plot.values()))["y"])]  # fmt: skip
     (root / "dvc.yaml").write_text(yaml.safe_dump({"stages": {group: stage}, "plots": plots}))
@@ -326,8 +331,9 @@ def test_finetune_killed_under_dvc_repro_keeps_every_step_of_the_curve_once(tmp_
     root = _squad_project(tmp_path / "killed", uncased_vocab)
     (root / "slow_runner.py").write_text(RUNNER.format(patch=SLOW_SQUAD_STEPS))
     deps = ("data/squad", "data/weights/phase2")
-    _dvc_project(root, "python slow_runner.py stages.finetune_squad", "finetune_squad", deps)
-    process = _start_command(root, [str(BIN / "dvc"), "repro", "finetune_squad"])
+    stage, curves = "finetune_squad@v1.1", f"{SQUAD_CURVE.parts[0]}/{SQUAD_CURVE.parts[1]}/"
+    _dvc_project(root, "python slow_runner.py stages.finetune_squad", stage, deps, curves)
+    process = _start_command(root, [str(BIN / "dvc"), "repro", stage])
 
     def past_the_checkpoint() -> bool:
         return (root / SQUAD_CURVE).exists() and SQUAD_SAVE_EVERY + 2 in _logged_steps(root, SQUAD_CURVE)
@@ -338,8 +344,8 @@ def test_finetune_killed_under_dvc_repro_keeps_every_step_of_the_curve_once(tmp_
         SQUAD_SAVE_EVERY
     ]
 
-    _dvc_project(root, "python -m stages.finetune_squad", "finetune_squad", deps)
-    result = _dvc(root, "repro", "finetune_squad")
+    _dvc_project(root, "python -m stages.finetune_squad", stage, deps, curves)
+    result = _dvc(root, "repro", stage)
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
     assert f"resumed from step {SQUAD_SAVE_EVERY} " in result.stdout + result.stderr
     _assert_same_weights(_weights(root, "squad"), _weights(reference, "squad"))
