@@ -1,6 +1,6 @@
 """The input boundary: the checked readers for files a user supplies.
 
-Every text, JSON or delimited file that comes from outside (params aside: stages/params.py) is
+Every text, JSON or delimited file that comes from outside (params aside: stages/common/params.py) is
 decoded and parsed here, so that whatever is wrong with it — bytes that are not UTF-8, JSON cut
 short, an HTML error page saved under the file's name, a CSV field with a runaway quote — is one
 `UserError` naming the file (as the caller says the user wrote it: `source`) and the line, and

@@ -1,5 +1,5 @@
 """The values a typed setting takes: `Range` and the number types built on it, and the
-precisions. stages/params.py checks params.yaml against them; the library's settings types
+precisions. stages/common/params.py checks params.yaml against them; the library's settings types
 (bert.training.recipe) carry them in their fields' types."""
 
 import math

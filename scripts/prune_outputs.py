@@ -15,7 +15,7 @@ import argparse
 import shutil
 from pathlib import Path
 
-from stages import layout
+from stages.common import layout
 
 
 def declared_outputs() -> list[Path]:

@@ -20,7 +20,7 @@ from ruamel.yaml import YAML  # DVC's own YAML library: keeps comments and layou
 from bert.atomic import atomic_file
 from bert.errors import UserError, run_main
 from bert.inputs import parse_yaml
-from stages.params import PARAMS_FILE, load_params
+from stages.common.params import PARAMS_FILE, load_params
 
 USAGE = "usage: python -m scripts.set_params SECTION.KEY=VALUE ..."
 

@@ -18,7 +18,7 @@ import sys
 from pathlib import Path
 
 from bert.errors import UserError, run_main
-from stages import layout
+from stages.common import layout
 
 
 def experiment_rows(exp_show: list[dict], param: str, metrics_file: str) -> list[dict]:

@@ -5,7 +5,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from stages import layout
+from stages.common import layout
 
 ARTIFACTS = [
     (f"{layout.documents('')}/", "extracted documents (Parquet: corpus, doc_id, title, text)"),

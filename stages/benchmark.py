@@ -29,8 +29,8 @@ from bert.model.flops import best_peak, datasheet_peak, matmul_peak, mfu, questi
 from bert.pretraining.benchmark import masked_per_sequence, time_pretraining
 from bert.squad.benchmark import benchmark_dev_inference, benchmark_inference, dev_windows, time_training
 from bert.text.tokenization import load_tokenizer_from_dir
-from stages import layout
-from stages.params import load_params
+from stages.common import layout
+from stages.common.params import load_params
 
 log = logging.getLogger("benchmark")
 MODEL_DIR = layout.model("squad")

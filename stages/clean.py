@@ -10,8 +10,8 @@ from bert.atomic import atomic_file, atomic_folder, write_json
 from bert.cleaning.contamination import eval_ngrams, read_eval_texts, save_ngrams
 from bert.cleaning.dedup import CleanSettings, NearSettings, clean_corpora
 from bert.errors import run_main
-from stages import layout
-from stages.params import load_params
+from stages.common import layout
+from stages.common.params import load_params
 
 
 def main() -> None:

@@ -13,8 +13,8 @@ from pathlib import Path
 from bert.atomic import write_json
 from bert.cleaning.contamination import contamination_report, eval_ngrams, read_eval_texts, save_ngrams
 from bert.errors import run_main
-from stages import layout
-from stages.params import load_params
+from stages.common import layout
+from stages.common.params import load_params
 
 
 def main() -> None:

@@ -15,8 +15,8 @@ from bert.corpus.books import format_books
 from bert.corpus.task_text import format_task_text
 from bert.corpus.wikipedia import extract_wikipedia
 from bert.errors import UserError, run_main
-from stages import layout
-from stages.params import load_params
+from stages.common import layout
+from stages.common.params import load_params
 
 
 def main() -> None:

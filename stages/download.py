@@ -12,8 +12,8 @@ from bert.download.manifest import Manifest
 from bert.download.staging import staged
 from bert.errors import UserError, run_main
 from bert.source_tree import Rules
-from stages import layout
-from stages.params import load_params
+from stages.common import layout
+from stages.common.params import load_params
 
 RAW_DIR = layout.DATA / "raw"
 log = logging.getLogger("stages.download")

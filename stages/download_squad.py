@@ -9,8 +9,8 @@ from bert.download.staging import staged
 from bert.errors import UserError, run_main
 from bert.source_tree import Rules
 from bert.squad.dataset import dataset_version, examples_from_json, read_json
-from stages import layout
-from stages.params import load_params
+from stages.common import layout
+from stages.common.params import load_params
 
 OUT_DIR = layout.SQUAD_DIR
 

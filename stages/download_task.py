@@ -19,8 +19,8 @@ from bert.errors import run_main
 from bert.inputs import read_zip_members
 from bert.source_tree import Rules
 from bert.tasks.data import find_split_files, read_split, task_named, with_source_files
-from stages import layout
-from stages.params import load_params
+from stages.common import layout
+from stages.common.params import load_params
 
 log = logging.getLogger("download_task")
 TASKS_DIR = layout.DATA / "tasks"

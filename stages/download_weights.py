@@ -19,8 +19,8 @@ from bert.download.transport import SourceNotFound
 from bert.errors import UserError, run_main
 from bert.source_tree import Rules
 from bert.text.tokenization import load_tokenizer_from_dir
-from stages import layout
-from stages.params import load_params
+from stages.common import layout
+from stages.common.params import load_params
 
 log = logging.getLogger("stages.download_weights")
 REQUIRED = ("config.json",)

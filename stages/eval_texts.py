@@ -10,8 +10,8 @@ from bert.cleaning.contamination import write_eval_texts
 from bert.errors import run_main
 from bert.squad.dataset import load_examples
 from bert.tasks.data import read_split, task_named
-from stages import layout
-from stages.params import load_params
+from stages.common import layout
+from stages.common.params import load_params
 
 
 def main() -> None:

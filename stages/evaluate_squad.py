@@ -17,7 +17,7 @@ from bert.atomic import write_json
 from bert.errors import UserError, run_main
 from bert.squad.dataset import dataset_version, read_json
 from bert.squad.evaluation import evaluate, id_map, question_ids
-from stages import layout
+from stages.common import layout
 
 log = logging.getLogger("evaluate_squad")
 DEV_FILE = layout.SQUAD_DEV

@@ -19,7 +19,7 @@ from bert.inputs import read_json
 from bert.tasks.data import Task, dev_in_train, read_split, task_named
 from bert.tasks.evaluation import over_seeds, split_metrics, task_metrics
 from bert.tasks.predictions_file import read_predictions
-from stages import layout
+from stages.common import layout
 
 log = logging.getLogger("evaluate_task")
 

@@ -8,8 +8,8 @@ from bert.corpus.sentence_shards import train_shards
 from bert.errors import run_main
 from bert.pretraining.instances import ExampleConfig
 from bert.pretraining.mixing import create_examples
-from stages import layout
-from stages.params import load_params
+from stages.common import layout
+from stages.common.params import load_params
 
 
 def main() -> None:

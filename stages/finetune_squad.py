@@ -6,7 +6,7 @@ finetune.init picks the start, a Hugging Face directory data/weights/<init>/ tha
 in dvc.yaml builds: a phase of pretrain.phases (pretrain@<phase>: our pretrained model), `random` (init_random: fresh
 weights over our vocabulary, the baseline pretraining must beat), or a key of `weights`
 (download_weights@<key>: Google's BERT, or any Hugging Face BERT folder or URL). The recipe is
-finetune.recipe with squad.recipe's changes, the run settings finetune's (stages/finetune.py).
+finetune.recipe with squad.recipe's changes, the run settings finetune's (stages/common/finetune.py).
 data/squad/train.json -> data/models/squad/ (Hugging Face format, with vocab.txt), checkpoints in
 data/checkpoints/squad/ (resumed), dvclive/finetune_squad/, metrics/finetune_squad.json.
 With distributed.nproc_per_node x nnodes > 1 the stage starts itself again under torchrun.
@@ -21,9 +21,15 @@ from bert.model import family
 from bert.squad.dataset import load_examples
 from bert.squad.features import make_features
 from bert.squad.objective import question_answering_objective
-from stages import layout
-from stages.finetune import TrainingData, check_model, launch_finetuning, starting_point, train_and_save
-from stages.params import Params, load_params
+from stages.common import layout
+from stages.common.finetune import (
+    TrainingData,
+    check_model,
+    launch_finetuning,
+    starting_point,
+    train_and_save,
+)
+from stages.common.params import Params, load_params
 
 log = logging.getLogger("finetune_squad")
 USAGE = "python -m stages.finetune_squad [--join NODE_RANK]"

@@ -6,7 +6,7 @@ From where tasks.run.<task> says: finetune.init's Hugging Face directory (data/w
 for SQuAD), or the model of the task it names (data/models/tasks/<start>/, a dependency of the stage:
 its head kept when the labels are the same, else re-initialised), with the task's
 max_seq_length, finetune.recipe with tasks.<task>.recipe's changes, and finetune's run settings
-(stages/finetune.py): data/tasks/<task>/ -> data/models/tasks/<task>/ (Hugging Face format:
+(stages/common/finetune.py): data/tasks/<task>/ -> data/models/tasks/<task>/ (Hugging Face format:
 a multiple-choice model for SWAG, a sequence classifier for GLUE, in the start's family), checkpoints in
 data/checkpoints/tasks/<task>/ (resumed), dvclive/finetune_task/<task>/,
 metrics/finetune_task/<task>.json. With tasks.<task>.seeds, one run per seed: the first seed's
@@ -29,8 +29,8 @@ from bert.tasks.data import Task, read_split, task_named
 from bert.tasks.features import make_features
 from bert.tasks.model import load_task_model, load_task_model_from_task
 from bert.tasks.objective import task_objective
-from stages import layout
-from stages.finetune import (
+from stages.common import layout
+from stages.common.finetune import (
     Place,
     TrainingData,
     check_model,
@@ -38,7 +38,7 @@ from stages.finetune import (
     starting_point,
     train_and_save,
 )
-from stages.params import TASK_INIT_DEFAULT, Params, load_params
+from stages.common.params import TASK_INIT_DEFAULT, Params, load_params
 
 log = logging.getLogger("finetune_task")
 USAGE = "python -m stages.finetune_task TASK [--join NODE_RANK]"

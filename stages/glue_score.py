@@ -16,8 +16,8 @@ from bert.errors import UserError, run_main
 from bert.tasks.data import GLUE_TASKS, task_named
 from bert.tasks.evaluation import glue_over_seeds, measure_names
 from bert.tasks.metrics import glue_score
-from stages import layout
-from stages.params import load_params
+from stages.common import layout
+from stages.common.params import load_params
 
 log = logging.getLogger("glue_score")
 OUT_FILE = layout.metrics("glue")

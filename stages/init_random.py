@@ -16,8 +16,8 @@ import torch
 from bert.errors import UserError, run_main
 from bert.model import family
 from bert.text.tokenization import vocabulary_size
-from stages import layout
-from stages.params import load_params
+from stages.common import layout
+from stages.common.params import load_params
 
 OUT_DIR = layout.weights("random")
 

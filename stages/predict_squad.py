@@ -21,8 +21,8 @@ from bert.squad.dataset import dataset_version, load_examples, read_json
 from bert.squad.features import make_features
 from bert.squad.predict import predict_logits
 from bert.text.tokenization import load_tokenizer_from_dir
-from stages import layout
-from stages.params import load_params
+from stages.common import layout
+from stages.common.params import load_params
 
 log = logging.getLogger("predict_squad")
 MODEL_DIR = layout.model("squad")

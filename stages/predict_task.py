@@ -24,8 +24,8 @@ from bert.tasks.model import load_task_model
 from bert.tasks.predict import predict_logits, predicted_labels
 from bert.tasks.predictions_file import write_predictions
 from bert.text.tokenization import load_tokenizer_from_dir
-from stages import layout
-from stages.params import Params, load_params
+from stages.common import layout
+from stages.common.params import Params, load_params
 
 log = logging.getLogger("predict_task")
 

@@ -33,8 +33,8 @@ from bert.training.checkpoints import UNREADABLE, file_sha256, load_checkpoint, 
 from bert.training.loop import RunRecord, train
 from bert.training.optim import fit_optimizer_state, learning_rate_schedule, recipe_optimizer
 from bert.training.recipe import Recipe
-from stages import layout
-from stages.params import Params, load_params
+from stages.common import layout
+from stages.common.params import Params, load_params
 
 log = logging.getLogger("pretrain")
 USAGE = "python -m stages.pretrain phase1|phase2 [--join NODE_RANK]"

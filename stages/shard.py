@@ -5,8 +5,8 @@ import sys
 from bert.atomic import write_json
 from bert.corpus.shards import shard_corpus
 from bert.errors import UserError, run_main
-from stages import layout
-from stages.params import load_params
+from stages.common import layout
+from stages.common.params import load_params
 
 
 def main() -> None:

@@ -25,8 +25,8 @@ from bert.download.manifest import HashCache, build_manifest, write_manifest
 from bert.download.transport import human, local_path
 from bert.errors import run_main
 from bert.source_tree import Rules
-from stages import layout
-from stages.params import load_params
+from stages.common import layout
+from stages.common.params import load_params
 
 log = logging.getLogger("stages.sources")
 

@@ -12,8 +12,8 @@ from bert.corpus.sentence_shards import iter_sentences, train_shards
 from bert.errors import UserError, run_main
 from bert.text.tokenization import vocabulary_size
 from bert.text.vocab import prepare_vocab, released_lower_case
-from stages import layout
-from stages.params import load_params
+from stages.common import layout
+from stages.common.params import load_params
 
 
 def main() -> None:

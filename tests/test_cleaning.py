@@ -20,7 +20,7 @@ from bert.cleaning.text import jaccard, normalise, text_digest, text_ngrams, wor
 from bert.compute import Compute
 from bert.corpus.documents import DocumentWriter
 from bert.errors import UserError
-from stages.params import load_params
+from stages.common.params import load_params
 from tests.support.stage_workspace import run_stage, write_params
 
 # A 114-character Chinese document, and its copy with 2 characters changed (数百 -> 数千, 北方 -> 南方).

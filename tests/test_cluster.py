@@ -228,7 +228,7 @@ def test_the_log_folder_is_checked_before_any_work(tmp_path, monkeypatch):
     """BERT_LOG_DIR was read unchecked: a file was a traceback in torchrun, and a folder inside a
     stage's output (the model folder) exited 0 and the publish step wiped the logs it announced."""
     from bert.distributed.launch import execution_from_environment
-    from stages import layout
+    from stages.common import layout
 
     monkeypatch.chdir(tmp_path)
     (tmp_path / "notes.txt").write_text("not a folder")
@@ -629,7 +629,7 @@ def test_a_signal_to_one_rank_stops_every_rank_at_the_same_step(tmp_path):
 
 def test_set_params_writes_the_job_into_params_yaml_keeping_its_layout_or_changes_nothing(tmp_path):
     from scripts.set_params import set_params
-    from stages.params import load_params
+    from stages.common.params import load_params
 
     path = tmp_path / "params.yaml"
     original = (REPO / "params.yaml").read_text()

@@ -268,7 +268,7 @@ def test_stage_runs_binned_and_unpadded(tmp_path, monkeypatch):
     and the metrics."""
     from bert.distributed.launch import setup_distributed
     from stages import pretrain as stage
-    from stages.params import load_params
+    from stages.common.params import load_params
     from tests.support.stage_workspace import make_workspace, set_params
 
     root = make_workspace(tmp_path)

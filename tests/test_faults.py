@@ -34,7 +34,7 @@ from safetensors.torch import load_file
 
 from bert.corpus.documents import DocumentWriter
 from bert.training.checkpoints import list_checkpoints, load_checkpoint
-from stages import layout
+from stages.common import layout
 from tests.corpus.test_wikipedia import write_dump
 from tests.squad.test_stages import make_project as make_squad_project
 from tests.support.stage_workspace import REPO, make_workspace, run_stage, set_params

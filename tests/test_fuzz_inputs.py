@@ -244,7 +244,7 @@ def test_params_yaml_types(tmp_path_factory, monkeypatch_module, data):
     """The whole of load_params (schema and cross-checks) on params with values of other types."""
     import yaml
 
-    from stages.params import load_params
+    from stages.common.params import load_params
 
     root = tmp_path_factory.mktemp("params")
     (root / "params.yaml").write_text(yaml.safe_dump(swap_values(repo_params(), data, swaps=2)))
@@ -322,7 +322,7 @@ def test_execution_settings(tmp_path_factory, monkeypatch_module, name, value, r
     """Any value of each variable gives a valid Execution, or a UserError in one line naming the
     variable, checked as a training stage checks them (bert.distributed.launch.launch)."""
     from bert.distributed.launch import PORT, execution_from_environment
-    from stages import layout
+    from stages.common import layout
 
     root = tmp_path_factory.mktemp("project")
     (root / "data/models").mkdir(parents=True)

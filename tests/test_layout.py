@@ -1,4 +1,4 @@
-"""Paths live in one place: stages/layout.py. No stage or script spells a pipeline path itself,
+"""Paths live in one place: stages/common/layout.py. No stage or script spells a pipeline path itself,
 and every output dvc.yaml declares is a path the layout gives (so the two cannot drift apart)."""
 
 import ast
@@ -6,7 +6,7 @@ from pathlib import Path
 
 import yaml
 
-from stages import layout
+from stages.common import layout
 
 REPO = Path(__file__).resolve().parents[1]
 PIPELINE_ROOTS = ("data/", "metrics/", "dvclive/")
@@ -25,7 +25,7 @@ def spelled_paths(source: Path) -> list[str]:
 
 
 def test_no_stage_or_script_spells_a_pipeline_path():
-    """Docstrings may describe the files; code takes them from stages.layout."""
+    """Docstrings may describe the files; code takes them from stages.common.layout."""
     offenders = []
     for source in [*sorted((REPO / "stages").glob("*.py")), *sorted((REPO / "scripts").glob("*.py"))]:
         if source.name == "layout.py":

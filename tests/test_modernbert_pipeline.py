@@ -15,7 +15,7 @@ from bert.model import family
 from bert.model.presets import SIZES, family_and_positions
 from bert.text.tokenization import load_tokenizer
 from bert.text.vocab import prepare_vocab
-from stages.params import load_params
+from stages.common.params import load_params
 from tests.squad.test_stages import SAMPLE, subset
 from tests.support.shard_fixtures import write_shards
 from tests.support.stage_workspace import run_stage, set_params, write_params, write_random_start
@@ -163,7 +163,7 @@ def refuse_folders_that_do_not_fit(transformers, config, vocab: Path, tmp_path: 
 
 
 def test_a_preset_s_positions_are_its_config_s():
-    """stages/params.py reads a preset's positions without torch; they are the config's own."""
+    """stages/common/params.py reads a preset's positions without torch; they are the config's own."""
     for size in SIZES:
         assert family_and_positions(size) == (
             family.model_type(size),

@@ -16,7 +16,7 @@ import pytest
 import yaml
 
 from bert.errors import UserError
-from stages.params import Params, load_params
+from stages.common.params import Params, load_params
 from tests.support.stage_workspace import copy_project, repo_params, run_stage, write_params
 
 REPO = Path(__file__).resolve().parents[1]
@@ -57,15 +57,13 @@ def test_committed_params_load_cleanly(monkeypatch):
     assert params.pretrain.length_binning and params.finetune.length_binning
     assert params.examples.phase1.max_seq_length == 128 and params.examples.phase2.max_seq_length == 512
     assert params.compute.scheduler == "local" and params.compute.workers >= 1
-    check = run_stage(REPO, "stages.params")  # the docs' check of params.yaml alone
+    check = run_stage(REPO, "stages.common.params")  # the docs' check of params.yaml alone
     assert check.returncode == 0 and check.stdout.startswith("params.yaml: every param fits"), check.stderr
 
 
 def test_the_schema_does_not_import_torch():
     """Every stage loads params; the data stages must not pay for (nor depend on) the model code."""
-    code = (
-        "import sys, stages.params; print(sorted(m for m in sys.modules if m.startswith(('torch', 'bert.'))))"
-    )
+    code = "import sys, stages.common.params; print(sorted(m for m in sys.modules if m.startswith(('torch', 'bert.'))))"
     done = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, check=True)
     assert (
         done.stdout.strip()
@@ -396,7 +394,7 @@ def test_invalid_params_fail_the_stage_before_any_work(project):
         [
             sys.executable,
             "-c",
-            "from bert.errors import run_main; from stages.params import load_params; run_main(load_params)",
+            "from bert.errors import run_main; from stages.common.params import load_params; run_main(load_params)",
         ],
         capture_output=True,
         text=True,
@@ -596,7 +594,7 @@ def test_where_dvc_speaks_first_the_docs_give_its_message_and_stages_params_the_
     dvc_project, changes, target, dvc_says, we_say
 ):
     """Values that leave dvc.yaml malformed: DVC stops with its own message before any stage runs;
-    docs/operations.md's table holds that message, and `python -m stages.params` prints the
+    docs/operations.md's table holds that message, and `python -m stages.common.params` prints the
     project's line."""
     write_params(dvc_project, changes)
     dvc = subprocess.run(
@@ -605,7 +603,7 @@ def test_where_dvc_speaks_first_the_docs_give_its_message_and_stages_params_the_
     assert dvc.returncode != 0, dvc.stdout[-2000:]
     for words in dvc_says:
         assert words in dvc.stderr and words in OPERATIONS, (words, dvc.stderr[-2000:])
-    check = run_stage(dvc_project, "stages.params")
+    check = run_stage(dvc_project, "stages.common.params")
     assert check.returncode == 1 and check.stderr.strip().startswith(f"error: params.yaml: {we_say}"), (
         check.stderr
     )

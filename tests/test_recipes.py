@@ -22,7 +22,7 @@ from bert.training.loop import RunRecord
 from bert.training.optim import Lamb, decay_start, learning_rate_schedule, recipe_optimizer
 from bert.training.recipe import FineTuningRecipe, Recipe, RunSettings
 from stages import finetune_squad, finetune_task, predict_squad, predict_task, pretrain
-from stages.params import Finetune, Pretrain, load_params
+from stages.common.params import Finetune, Pretrain, load_params
 from tests.squad.test_stages import make_project as squad_project
 from tests.support.shard_fixtures import tiny_model
 from tests.support.stage_workspace import make_workspace, set_params, write_params

@@ -339,7 +339,7 @@ def test_an_unchanged_file_is_not_read_again(tmp_path, monkeypatch):
         assert sorted(reads) == ["a.txt", "b.txt", "c.txt"]
 
 
-# The stages' rules (stages/layout.py OUTPUT_ROOTS) in a test's folder, with params.yaml's follow_links true.
+# The stages' rules (stages/common/layout.py OUTPUT_ROOTS) in a test's folder, with params.yaml's follow_links true.
 FOLLOWING = Rules(follow_links=True, reserved=(Path("data"), Path("metrics")), bundled=(Path("data/sample"),))
 
 

@@ -319,7 +319,7 @@ def test_the_pretraining_stage_records_the_peak_it_used(tmp_path, monkeypatch):
     metrics/pretrain_phase1.json divide by, and the metrics say where it came from."""
     from bert.distributed.launch import setup_distributed
     from stages import pretrain as stage
-    from stages.params import load_params
+    from stages.common.params import load_params
     from tests.support.stage_workspace import make_workspace, set_params
 
     monkeypatch.setenv("BERT_PEAK_FILE", str(tmp_path / "peaks.json"))

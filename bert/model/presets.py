@@ -1,6 +1,6 @@
 """BERT's and ModernBERT's model sizes by name, and the config.json that a size which is not a name points to.
 
-Kept apart from bert/model/network.py, and free of torch, because stages/params.py checks `model.size`
+Kept apart from bert/model/network.py, and free of torch, because stages/common/params.py checks `model.size`
 for every stage: the data stages then neither import torch nor rerun when the model code changes.
 """
 
@@ -49,7 +49,7 @@ DEFAULT_POSITIONS = {"bert": 512, "modernbert": 8192}
 
 def family_and_positions(size: str | Path) -> tuple[str, int] | None:
     """The family ("bert" or "modernbert") and max_position_embeddings of `model.size`, read without
-    torch for stages/params.py's checks; None for a config.json that is not a readable JSON object
+    torch for stages/common/params.py's checks; None for a config.json that is not a readable JSON object
     (loading it gives that line)."""
     if size in PRESETS or size in MODERNBERT_PRESETS:
         family = "bert" if size in PRESETS else "modernbert"

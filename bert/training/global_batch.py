@@ -16,7 +16,7 @@ rows) keep ranks balanced when the global batch is sorted by length (bert.traini
 
 def accumulation_steps(global_batch_size: int, micro_batch_size: int, world_size: int) -> int:
     """Micro-batches each rank runs per optimizer step. (The stages check the split first, naming
-    the params: stages.params.Params.check_global_batch.)"""
+    the params: stages.common.params.Params.check_global_batch.)"""
     per_micro_step = micro_batch_size * world_size
     if global_batch_size % per_micro_step:
         raise ValueError(

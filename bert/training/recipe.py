@@ -1,6 +1,6 @@
 """What a training run learns (`Recipe`) and how it computes and records (`RunSettings`): one
 typed recipe for pretraining phases and fine-tuning, with no defaults. A stage builds them once
-from params.yaml (stages/params.py checks every field against its type and range) and passes them
+from params.yaml (stages/common/params.py checks every field against its type and range) and passes them
 whole to the loop (bert.training.loop.train), the optimizer and the schedule (bert.training.optim)."""
 
 from dataclasses import dataclass

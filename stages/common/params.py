@@ -7,7 +7,7 @@ once with a message naming the param, the value and what it may be, instead of h
 Numbers are read as numbers even when a tool wrote them as strings: YAML 1.1 loaders read `6e-05`
 (which `dvc exp run --set-param` writes) as a string.
 
-`python -m stages.params` checks params.yaml alone, without DVC: where a value leaves dvc.yaml
+`python -m stages.common.params` checks params.yaml alone, without DVC: where a value leaves dvc.yaml
 malformed (a cycle of phases, a list for a mapping, an unknown clean.decontaminate), DVC's own
 error comes before any stage runs, and this prints the project's line for it.
 """
@@ -774,7 +774,7 @@ def _model_problems(params: Params) -> list[str]:
     """What a ModernBERT of model.size cannot do, where pretraining starts from it (random): it has
     no next-sentence head, and reads no sequence past its max_position_embeddings (the examples';
     SQuAD's, when fine-tuning starts from it). BERT's lengths, and released weights of either family,
-    are checked where the model is loaded (stages/pretrain.py, stages/finetune.py)."""
+    are checked where the model is loaded (stages/pretrain.py, stages/common/finetune.py)."""
     shape = family_and_positions(params.model.size)
     if params.pretrain_start != "random" or shape is None or shape[0] != "modernbert":
         return []

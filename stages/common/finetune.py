@@ -22,8 +22,8 @@ from bert.errors import UserError
 from bert.text.tokenization import load_tokenizer_from_dir
 from bert.training.finetune import described_files, finetune
 from bert.training.loop import Objective, RunRecord
-from stages import layout
-from stages.params import Params
+from stages.common import layout
+from stages.common.params import Params
 
 log = logging.getLogger("finetune")
 
