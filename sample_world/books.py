@@ -304,7 +304,7 @@ def build_books(w: World, rng: random.Random) -> list[tuple[str, list[str]]]:
 def planted_duplicates(
     books: list[tuple[str, list[str]]], articles: list, rng: random.Random
 ) -> list[tuple[str, list[str]]]:
-    """Copies for corpus cleaning to find (docs/pipeline.md#cleaning): a reprint of one book (the
+    """Copies for corpus cleaning to find (docs/cleaning.md): a reprint of one book (the
     same text, some lines with other spacing and case: an exact duplicate after normalisation), an
     abridged copy of another (a few lines left out: a near duplicate), and a book that reprints an
     article's prose, a duplicate across the two corpora (the article, first in corpus order, is

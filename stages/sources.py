@@ -3,7 +3,7 @@
     python -m stages.sources
 
 It runs at every `dvc repro` (always_changed), before the downloads; each download stage depends on
-its manifest here (docs/pipeline.md#tracking-local-sources): corpora/<corpus>.json
+its manifest here (docs/downloads.md#tracking-local-sources): corpora/<corpus>.json
 (download@<corpus>), tasks/<task>.json (download_task@<task>, the tasks of tasks.run), squad.json
 (download_squad@<version>: the train and dev of the version squad.run names, if any) and weights/<name>.json (download_weights@<name>:
 the entries finetune.init and pretrain.phases start from; the others' list no source, as those
@@ -15,7 +15,7 @@ not read again.
 Every local source is walked first (bert.source_tree, params.yaml's follow_links): a FIFO, a device,
 a link that dangles, loops or leaves its folder, a pipeline output, or a source that is gone is
 refused in one line naming the param, and no manifest is published
-(docs/pipeline.md#what-a-local-source-may-be).
+(docs/downloads.md#what-a-local-source-may-be).
 """
 
 import logging
@@ -65,7 +65,7 @@ def main() -> None:
         if remote:
             log.info(
                 "%s: %s tracked by URL and checksum only; `dvc repro -f -s` its download stage to fetch it "
-                "again (docs/pipeline.md#remote-sources)",
+                "again (docs/downloads.md#remote-sources)",
                 name,
                 ", ".join(remote),
             )

@@ -218,7 +218,7 @@ def test_dvc_repro_on_dask_scheduler_and_workers_started_elsewhere_writes_the_lo
 
 @pytest.mark.slow
 def test_dvc_repro_on_a_dask_mpi_cluster_writes_the_local_pools_bytes(tmp_path, wikipedia_project):
-    """docs/pipeline.md's dask-mpi recipe, with MPICH from PyPI: `mpiexec -n 3 dask-mpi
+    """docs/scale-out.md's dask-mpi recipe, with MPICH from PyPI: `mpiexec -n 3 dask-mpi
     --scheduler-file F` (rank 0 the scheduler, ranks 1 and 2 a worker each), the documents stage."""
     root = tmp_path / "project"
     shutil.copytree(wikipedia_project, root, symlinks=True)

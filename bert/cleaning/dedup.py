@@ -30,7 +30,7 @@ Nothing depends on the number of workers or the engine: tasks, partitions and th
 follow the input alone, so the output is byte-identical on every scheduler.
 
 LSH's trade-off: a pair of Jaccard similarity s shares at least one of b bands of r rows with
-probability 1 - (1 - s^r)^b; docs/pipeline.md#cleaning tabulates it for the defaults.
+probability 1 - (1 - s^r)^b; docs/cleaning.md tabulates it for the defaults.
 """
 
 import functools

@@ -1,7 +1,7 @@
 """Manifests of local sources: small files that stand for a user's files, so DVC never opens one.
 
 DVC hashes only the paths written in dvc.yaml, and its templating cannot turn a list of sources
-from params into `deps` (docs/pipeline.md#tracking-local-sources). So each download stage depends
+from params into `deps` (docs/downloads.md#tracking-local-sources). So each download stage depends
 on one small JSON file, its *manifest*, which the `sources` stage rewrites at every `dvc repro`:
 every source as given and, for a local one, the regular files its walk finds (bert.source_tree),
 each with its size and SHA-256. An edited, added or removed file changes the manifest, which reruns
