@@ -1,4 +1,5 @@
-"""README.md and docs/*.md: every relative link resolves (file and #anchor), and the README stays short."""
+"""README.md and docs/*.md: every relative link resolves (file and #anchor), every docs page and
+anchor the code, params.yaml and the docs name exists, every page is linked, and the README stays short."""
 
 import re
 import unicodedata
@@ -390,3 +391,59 @@ def test_each_module_imports_only_its_layer_and_those_below_and_nothing_imports_
     circles = [" -> ".join(found) for name in sorted(imports) if (found := circle_from(name))]
     assert not circles, "modules that import themselves through others:\n" + "\n".join(circles)
 
+
+# Mentions of a docs page outside link syntax: `docs/<page>.md#<anchor>` in code, comments, error
+# messages, params.yaml and dvc.yaml, and `<page>.md#<anchor>` in the docs' own prose and examples.
+# Each must name a page that exists and, with an anchor, one of its headings.
+MENTION = re.compile(r"(?<![\w/.-])(docs/)?([\w-]+\.md)(?:#([\w-]+))?")
+MENTION_ROOTS = ("bert", "stages", "scripts", "tests", "bench", "sample_world")
+MENTION_FILES = ("params.yaml", "dvc.yaml", "Makefile", "Dockerfile", "pyproject.toml", ".ci/run")
+MENTION_SUFFIXES = {".py", ".sh", ".sbatch", ".txt", ".md", ".yaml", ".toml"}
+
+
+def files_that_mention_docs() -> list[Path]:
+    """The project's own text files: code, scripts, configuration, docs, and the READMEs committed
+    among data/'s folders (a few levels down, so a run's outputs are never walked)."""
+    found = [REPO / name for name in MENTION_FILES if (REPO / name).exists()]
+    found += sorted(REPO.glob("requirements*.txt")) + DOCUMENTS
+    for root in MENTION_ROOTS:
+        found += sorted(path for path in (REPO / root).rglob("*") if path.suffix in MENTION_SUFFIXES)
+    for depth in range(1, 4):
+        found += sorted((REPO / "data").glob("*/" * depth + "README.*"))
+    return [path for path in found if path.is_file() and "__pycache__" not in path.parts]
+
+
+def docs_mentions(path: Path):
+    """(line number, page, anchor) of each docs page `path` names: `docs/<page>.md` anywhere, and
+    in docs/ also a bare `<page>.md#<anchor>` (a page beside it)."""
+    in_docs = path.parent == REPO / "docs"
+    for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1):
+        for match in MENTION.finditer(line):
+            prefix, page, anchor = match.groups()
+            if prefix or (in_docs and anchor):
+                yield number, page, anchor
+
+
+def test_every_docs_page_and_anchor_mentioned_in_the_repository_exists():
+    problems = []
+    for path in files_that_mention_docs():
+        for number, page, anchor in docs_mentions(path):
+            destination = REPO / "docs" / page
+            where = f"{path.relative_to(REPO)}:{number}: docs/{page}{'#' + anchor if anchor else ''}"
+            if not destination.exists():
+                problems.append(f"{where}: no such page")
+            elif anchor and anchor not in anchors(destination):
+                problems.append(f"{where}: no heading with that anchor in docs/{page}")
+    assert not problems, "mentions of docs pages that lead nowhere:\n" + "\n".join(problems)
+
+
+def test_the_readme_and_the_pipeline_overview_link_their_pages():
+    """Every page under docs/ is linked from the README, and every data-stage page from the
+    overview in docs/pipeline.md, so no page is out of reach."""
+    readme = {target.partition("#")[0] for _, target in relative_links(REPO / "README.md")}
+    unlinked = sorted(path.name for path in DOCUMENTS[1:] if f"docs/{path.name}" not in readme)
+    assert not unlinked, f"docs pages the README does not link: {unlinked}"
+    overview = {target.partition("#")[0] for _, target in relative_links(REPO / "docs" / "pipeline.md")}
+    assert not set(DATA_STAGE_PAGES) - overview, (
+        f"data-stage pages docs/pipeline.md does not link: {sorted(set(DATA_STAGE_PAGES) - overview)}"
+    )
