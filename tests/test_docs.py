@@ -317,18 +317,21 @@ def test_the_development_map_names_every_module_and_only_those():
     )
 
 
-def readme_layout_entries() -> set[str]:
-    """The bert/ entries of README's layout block: `name.py` and `package/` tokens of its indented lines."""
+def readme_layout_lines() -> list[str]:
+    """The indented lines below `bert/` in README's layout block, one per module group or package."""
     text = (REPO / "README.md").read_text(encoding="utf-8")
     block = text[text.index("## Layout") :]
     block = block[block.index("```") + 3 :]
-    block = block[: block.index("```")]
-    entries = set()
-    lines = block.splitlines()
+    lines = block[: block.index("```")].splitlines()
     first = next(i for i, line in enumerate(lines) if line.startswith("bert/"))
-    for line in lines[first + 1 :]:
-        if not line.startswith("  "):
-            break
+    following = lines[first + 1 :]
+    return following[: next((i for i, line in enumerate(following) if not line.startswith("  ")), None)]
+
+
+def readme_layout_entries() -> set[str]:
+    """The bert/ entries of README's layout block: `name.py` and `package/` tokens of its indented lines."""
+    entries = set()
+    for line in readme_layout_lines():
         for token in line.split():
             if not (token.endswith(".py") or token.endswith("/")):
                 break
@@ -344,6 +347,21 @@ def test_readme_layout_matches_the_library():
     }
     assert not entries - top_level, f"README's layout names what bert/ lacks: {sorted(entries - top_level)}"
     assert not top_level - entries, f"README's layout leaves out: {sorted(top_level - entries)}"
+
+
+def test_readme_layout_names_each_module_of_each_package():
+    """A package's line in README's layout names every module in it (`corpus/  mediawiki, ...`)."""
+    missing = []
+    for line in readme_layout_lines():
+        package, _, description = line.strip().partition(" ")
+        if not package.endswith("/"):
+            continue
+        for module in sorted((LIBRARY / package).glob("*.py")):
+            if module.stem not in {"__init__", "__main__"} and not re.search(
+                rf"\b{module.stem}\b", description
+            ):
+                missing.append(f"bert/{package}{module.name}")
+    assert not missing, f"README's layout does not name these modules on their package's line: {missing}"
 
 
 def test_each_module_imports_only_its_layer_and_those_below_and_nothing_imports_itself():
