@@ -52,7 +52,7 @@ def capture_training(monkeypatch) -> list:
     return calls
 
 
-@pytest.mark.parametrize("kind", [Recipe, FineTuningRecipe, RunSettings, RunRecord])
+@pytest.mark.parametrize("kind", [Recipe, FineTuningRecipe, RunSettings, RunRecord, TrainingRun])
 def test_the_library_types_of_a_run_have_no_defaults(kind):
     assert all(f.default is f.default_factory is dataclasses.MISSING for f in dataclasses.fields(kind))
 
