@@ -56,11 +56,12 @@ from bert.squad.features import make_features
 from bert.squad.objective import question_answering_objective
 from bert.squad.predict import predict_logits
 from bert.text.tokenization import load_tokenizer_from_dir
-from bert.training.finetune import FineTuningBatches, steps_for_epochs
+from bert.training.finetune import FineTuningBatches
 from bert.training.loop import RunRecord, seed_everything, train
 from bert.training.optim import learning_rate_schedule, recipe_optimizer
 from bert.training.recipe import FineTuningRecipe as Recipe
 from bert.training.recipe import RunSettings
+from bert.training.run import steps_for_epochs
 
 REPO = Path(__file__).resolve().parents[1]
 SAMPLE_SQUAD = REPO / "data/sample/squad/v1.1"

@@ -63,7 +63,8 @@ from bert.tasks.model import load_task_model
 from bert.tasks.objective import task_objective
 from bert.tasks.predict import predict_logits, predicted_labels
 from bert.text.tokenization import load_tokenizer_from_dir
-from bert.training.finetune import FineTuningBatches, steps_for_epochs
+from bert.training.finetune import FineTuningBatches
+from bert.training.run import steps_for_epochs
 
 REPO = Path(__file__).resolve().parents[1]
 SAMPLE = REPO / "data/sample"

@@ -16,8 +16,10 @@ and each other node runs this: torchrun with that node rank, meeting the head at
 (docs/operations.md, execution settings). It never touches DVC and writes nothing but its ranks' logs.
 """
 
+import functools
 import logging
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 import torch
@@ -30,9 +32,9 @@ from bert.pretraining.loader import DynamicMasking, PretrainingData
 from bert.pretraining.loss import pretraining_objective
 from bert.text.tokenization import vocabulary_size
 from bert.training.checkpoints import UNREADABLE, file_sha256, load_checkpoint, newest_checkpoint
-from bert.training.loop import RunRecord, train
-from bert.training.optim import fit_optimizer_state, learning_rate_schedule, recipe_optimizer
-from bert.training.recipe import Recipe
+from bert.training.loop import RunRecord
+from bert.training.optim import fit_optimizer_state
+from bert.training.run import TrainingRun
 from stages.common import layout
 from stages.common.params import Params, load_params
 
@@ -64,68 +66,37 @@ def main() -> None:
 
 
 def pretrain(params: Params, phase: str, distributed: Distributed) -> None:
+    """The phase's model and data; the run is built as every training run is (bert.training.run)."""
     spec = getattr(params.pretrain, phase)
-    examples = getattr(params.examples, phase)
     vocab_file = layout.vocab_file()
     if not vocab_file.is_file():
         raise UserError(f"{vocab_file}: not found; run the `vocab` stage first")
-    vocab_size = vocabulary_size(vocab_file)
     shards = sorted(layout.examples(phase).glob("*.hdf5"))
-
-    length_binning, unpad = params.pretrain.length_binning, params.pretrain.unpad
     start_family = family.model_type(layout.weights(params.pretrain.phases[phase]))
-    # apex's FusedLayerNorm with use_apex (as FusedLAMB below); both fall back to torch when absent
+    # apex's FusedLayerNorm with use_apex (as FusedLAMB in the run); both fall back to torch when absent
     options = family.pretraining_options(
-        start_family, unpad=unpad, apex_layer_norm=params.pretrain.use_apex,
+        start_family, unpad=params.pretrain.unpad, apex_layer_norm=params.pretrain.use_apex,
         next_sentence=params.examples.next_sentence,
     )  # fmt: skip
     torch.manual_seed(params.seed)  # the same fresh heads on every rank
-    model = start_model(params, phase, vocab_file, vocab_size, options)
+    model = start_model(params, phase, vocab_file, vocabulary_size(vocab_file), options)
     model.to(distributed.device)
 
-    recipe = params.recipe(phase)
-    optimizer = recipe_optimizer(model, recipe, params.pretrain.use_apex)
-    if phase == "phase2" and spec.init_optimizer_from_phase1:
-        _load_phase1_optimizer(optimizer, recipe.optimizer)
-    scheduler = learning_rate_schedule(optimizer, recipe, spec.max_steps)
-
-    masking = None
-    if params.examples.masking == "dynamic":
-        masking = DynamicMasking.from_vocab(
-            vocab_file,
-            params.examples.masked_lm_prob,
-            examples.max_predictions_per_seq,
-            params.examples.whole_word_mask,
-        )
-    data = PretrainingData(
-        shards,
-        global_batch_size=recipe.global_batch_size,
-        micro_batch_size=recipe.micro_batch_size,
-        seed=recipe.seed,
-        rank=distributed.rank,
-        world_size=distributed.world_size,
-        num_workers=params.pretrain.data_workers,
-        pin_memory=distributed.device.type == "cuda",
-        masking=masking,
-        length_binning=length_binning,
-    )
+    run = TrainingRun.build(
+        model, pretraining_objective, pretraining_data(params, phase, shards, distributed),
+        recipe=params.recipe(phase), settings=params.run_settings(phase), record=run_record(params, phase, shards),
+        max_steps=spec.max_steps, use_apex=params.pretrain.use_apex,
+        optimizer_start=_load_phase1_optimizer if phase == "phase2" and spec.init_optimizer_from_phase1 else None,
+    )  # fmt: skip
     if distributed.is_main:
         log.info(
-            "%s: %s (%.1fM parameters), %d shards / %d sequences, global batch %d = %d x %d accum x %d ranks, %d steps",
-            phase, _model_name(params), model.num_parameters() / 1e6, len(shards), sum(data.sizes),
-            recipe.global_batch_size, recipe.micro_batch_size, data.accumulation_steps, distributed.world_size,
-            spec.max_steps,
+            "%s: %s (%.1fM parameters), %d shards / %d sequences; batches cut to their longest sequence%s; "
+            "encoder on %s",
+            phase, _model_name(params), model.num_parameters() / 1e6, len(shards), sum(run.batches.sizes),
+            ", sequences binned by length" if params.pretrain.length_binning else "",
+            "packed real tokens (unpad)" if params.pretrain.unpad else "padded batches",
         )  # fmt: skip
-        log.info(
-            "batches cut to their longest sequence%s; encoder on %s",
-            ", sequences binned by length" if length_binning else "",
-            "packed real tokens (unpad)" if unpad else "padded batches",
-        )
-    record = run_record(params, phase, _described(params, phase, recipe, shards))
-    train(
-        model, data, pretraining_objective, optimizer, scheduler,
-        max_steps=spec.max_steps, recipe=recipe, settings=params.run_settings(phase), record=record,
-    )  # fmt: skip
+    run.train()
     if distributed.is_main:
         # What the objective does not train (an MLM-only run's pooler) goes on unchanged from the start.
         start = params.pretrain.phases[phase]
@@ -136,6 +107,25 @@ def pretrain(params: Params, phase: str, distributed: Distributed) -> None:
         )
         check_reloads(model, output, **options)
         log.info("wrote %s", output)
+
+
+def pretraining_data(
+    params: Params, phase: str, shards: list[Path], distributed: Distributed
+) -> Callable[..., PretrainingData]:
+    """The phase's loader, waiting for the run's batching (bert.training.run.TrainingRun.build):
+    its shards, loader workers and, when examples.masking is dynamic, the masks drawn as it reads."""
+    masking = None
+    if params.examples.masking == "dynamic":
+        masking = DynamicMasking.from_vocab(
+            layout.vocab_file(),
+            params.examples.masked_lm_prob,
+            getattr(params.examples, phase).max_predictions_per_seq,
+            params.examples.whole_word_mask,
+        )
+    return functools.partial(
+        PretrainingData, shards, num_workers=params.pretrain.data_workers,
+        pin_memory=distributed.device.type == "cuda", masking=masking,
+    )  # fmt: skip
 
 
 def start_model(
@@ -193,8 +183,23 @@ def _model_name(params: Params) -> str:
     return params.model.size if start == "random" else f"weights.{start}"
 
 
-def run_record(params: Params, phase: str, described: dict) -> RunRecord:
-    """Where the phase's run keeps its files, what it learns from, and how it computes."""
+def run_record(params: Params, phase: str, shards: list[Path]) -> RunRecord:
+    """Where the phase's run keeps its files, how it computes, and what it learns from besides its
+    recipe (the run adds that: bert.training.run), which its checkpoints belong to (their signature
+    hashes it). Not the world size or max_steps: resuming on other hardware, or with a larger
+    max_steps (a longer run), is allowed."""
+    described = {
+        "phase": phase,
+        "model": params.model.size,
+        "masking": params.examples.masking,
+        "next_sentence": params.examples.next_sentence,
+        "shards": [(p.name, p.stat().st_size) for p in shards],
+        # What the shards were made from and how (the manifest lists params, vocab hash and counts).
+        "manifest": file_sha256(layout.examples(phase) / "manifest.json"),
+        # A phase continuing another: a new one must never let it resume its old checkpoints.
+        # From released weights: their weights file (not model.size) says where it starts.
+        "init": _start_weights(params, phase),
+    }
     return RunRecord(
         checkpoint_dir=layout.checkpoints(phase),
         live_dir=layout.live(phase),
@@ -208,43 +213,6 @@ def run_record(params: Params, phase: str, described: dict) -> RunRecord:
     )
 
 
-def _described(params: Params, phase: str, recipe: Recipe, shards: list[Path]) -> dict:
-    """What makes a checkpoint belong to this run (its signature hashes this). Not the world size or
-    the split of the global batch into micro-batch x accumulation: resuming on other hardware is
-    allowed, and sees the rows the uninterrupted run would have seen (bert.training.global_batch). Not
-    max_steps: a larger one extends the run."""
-    described = {
-        "phase": phase,
-        "model": params.model.size,
-        "optimizer": recipe.optimizer,
-        "learning_rate": recipe.learning_rate,
-        "warmup_proportion": recipe.warmup_proportion,
-        "weight_decay": recipe.weight_decay,
-        "grad_clip": recipe.grad_clip,
-        "global_batch": recipe.global_batch_size,
-        "seed": recipe.seed,
-        "masking": params.examples.masking,
-        "shards": [(p.name, p.stat().st_size) for p in shards],
-        # What the shards were made from and how (the manifest lists params, vocab hash and counts).
-        "manifest": file_sha256(layout.examples(phase) / "manifest.json"),
-        # A phase continuing another: a new one must never let it resume its old checkpoints.
-        # From released weights: their weights file (not model.size) says where it starts.
-        "init": _start_weights(params, phase),
-    }
-    if not params.examples.next_sentence:  # named only when off, so older checkpoints still resume
-        described["next_sentence"] = False
-    if (
-        params.pretrain.length_binning
-    ):  # another data order; named only when on, so older checkpoints still resume
-        described["length_binning"] = True
-    if recipe.decay_power != 0.5:  # the schedule's shape; 0.5 was fixed before it was a param
-        described["decay_power"] = recipe.decay_power
-    if recipe.schedule != "poly":  # named only when not poly, so older checkpoints still resume
-        described["schedule"] = {"kind": recipe.schedule, "decay_share": recipe.decay_share,
-                                 "decay_shape": recipe.decay_shape}  # fmt: skip
-    return described
-
-
 def _start_weights(params: Params, phase: str) -> str | None:
     """The hash of the weights file the phase starts from; None for fresh weights (seed and
     model.size, in the signature, make them)."""
@@ -255,7 +223,7 @@ def _start_weights(params: Params, phase: str) -> str | None:
     return file_sha256(next(directory / name for name in WEIGHT_FILES if (directory / name).is_file()))
 
 
-def _load_phase1_optimizer(optimizer: torch.optim.Optimizer, name: str) -> None:
+def _load_phase1_optimizer(optimizer: torch.optim.Optimizer) -> None:
     """Phase 2 continues phase 1's optimizer moments (NVIDIA's --init_checkpoint with
     --resume_from_checkpoint semantics) from the newest phase 1 checkpoint, with phase 2's LR."""
     newest = newest_checkpoint(layout.checkpoints("phase1"))
@@ -278,7 +246,7 @@ def _load_phase1_optimizer(optimizer: torch.optim.Optimizer, name: str) -> None:
         optimizer.load_state_dict(fit_optimizer_state(state, optimizer))  # across use_apex too
     except (ValueError, KeyError) as error:
         raise UserError(
-            f"{newest}: optimizer state does not fit this model/optimizer ({name}): {error}"
+            f"{newest}: optimizer state does not fit this model/optimizer ({type(optimizer).__name__}): {error}"
         ) from None
     for group, settings in zip(optimizer.param_groups, phase2_settings):  # phase 2's own LR and schedule
         group.pop("initial_lr", None)

@@ -40,7 +40,7 @@ def test_extending_a_run_and_changing_its_params_never_lose_checkpoints(tmp_path
     assert changed.returncode == 0, changed.stderr[-3000:]
     (aside,) = [p for p in (root / CHECKPOINTS).iterdir() if p.is_dir()]
     assert (
-        f"{CHECKPOINTS}/step-00000012.pt: written by a run with other params (learning_rate 0.02 -> 0.01); "
+        f"{CHECKPOINTS}/step-00000012.pt: written by a run with other params (recipe.learning_rate 0.02 -> 0.01); "
         f"its checkpoints moved to {CHECKPOINTS}/{aside.name}, starting afresh" in changed.stderr
     )
     assert {p.name: p.read_bytes() for p in list_checkpoints(aside)} == kept

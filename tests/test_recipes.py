@@ -6,21 +6,23 @@ decay's start is refused in one line, by params.yaml's check and by the library'
 
 import dataclasses
 import inspect
+import shutil
 from pathlib import Path
 
 import pytest
 import torch
 
-import bert.training.finetune
+import bert.training.run
 from bert.distributed.launch import Distributed
 from bert.errors import UserError
 from bert.model.network import BertForQuestionAnswering
 from bert.tasks.data import task_named
 from bert.tasks.model import load_task_model
-from bert.training.finetune import steps_for_epochs
+from bert.training.checkpoints import described_recipe
 from bert.training.loop import RunRecord
 from bert.training.optim import Lamb, decay_start, learning_rate_schedule, recipe_optimizer
 from bert.training.recipe import FineTuningRecipe, Recipe, RunSettings
+from bert.training.run import TrainingRun, steps_for_epochs
 from stages import finetune_squad, finetune_task, predict_squad, predict_task, pretrain
 from stages.common.params import Finetune, Pretrain, load_params
 from tests.squad.test_stages import make_project as squad_project
@@ -46,25 +48,25 @@ def capture_training(monkeypatch) -> list:
         calls.append((batches, optimizer, scheduler, run))
         return {}
 
-    monkeypatch.setattr(bert.training.finetune, "train", train)
-    monkeypatch.setattr(pretrain, "train", train)
+    monkeypatch.setattr(bert.training.run, "train", train)  # every training stage's run trains there
     return calls
 
 
-@pytest.mark.parametrize("kind", [Recipe, FineTuningRecipe, RunSettings, RunRecord])
+@pytest.mark.parametrize("kind", [Recipe, FineTuningRecipe, RunSettings, RunRecord, TrainingRun])
 def test_the_library_types_of_a_run_have_no_defaults(kind):
     assert all(f.default is f.default_factory is dataclasses.MISSING for f in dataclasses.fields(kind))
 
 
 def test_params_blocks_are_the_library_types():
     """finetune and pretrain are RunSettings (and finetune.recipe a FineTuningRecipe) as they
-    stand in params.yaml, and bert.training.finetune.finetune takes them whole, each required."""
+    stand in params.yaml, and bert.training.run.TrainingRun.build, which builds every training
+    run, takes them whole, each required."""
     settings = {f.name for f in dataclasses.fields(RunSettings)}
     assert issubclass(Finetune, RunSettings) and issubclass(Pretrain, RunSettings)
     assert {f.name for f in dataclasses.fields(Finetune)} == settings | {"init", "recipe"}
-    keywords = inspect.signature(bert.training.finetune.finetune).parameters.values()
+    keywords = inspect.signature(TrainingRun.build).parameters.values()
     required = {p.name for p in keywords if p.kind is p.KEYWORD_ONLY and p.default is p.empty}
-    assert required == {"recipe", "settings", "record", "rank", "world_size"}
+    assert required == {"recipe", "settings", "record", "max_steps", "use_apex"}
 
 
 def check_run(run: dict, recipe: Recipe, settings: dict, max_steps: int, folders: tuple, execution: dict):
@@ -128,28 +130,33 @@ def test_pretraining_is_configured_by_params_alone(tmp_path, monkeypatch, phase)
                  "warmup_proportion": 0.25, "weight_decay": 0.02, "decay_share": 0.5, "decay_shape": "cosine"}  # fmt: skip
     set_params(root, {**{f"pretrain.{k}": v for k, v in shared.items()}, "seed": 99,
                       **{f"pretrain.{phase}.{k}": v for k, v in per_phase.items()}})  # fmt: skip
+    shutil.copytree(root / "data/weights/random", root / "data/weights/phase1")  # phase 2's start
     monkeypatch.chdir(root)
-    params = load_params()
-    recipe = params.recipe(phase)
-    assert recipe == Recipe(
+    calls = capture_training(monkeypatch)
+    pretrain.pretrain(load_params(), phase, ALONE)
+    (batches, optimizer, scheduler, run) = calls[0]
+    recipe = Recipe(
         optimizer="lamb", learning_rate=3e-4, warmup_proportion=0.25, decay_power=2.0, weight_decay=0.02,
         grad_clip=0.5, global_batch_size=6, micro_batch_size=3, seed=99, schedule="poly", decay_share=0.5,
         decay_shape="cosine",
     )  # fmt: skip
-    assert params.run_settings(phase) == RunSettings(**RUN)
-    record = pretrain.run_record(params, phase, {"phase": phase})
-    assert (record.checkpoint_dir, record.live_dir, record.metrics_file) == (
-        Path(f"data/checkpoints/{phase}"), Path(f"dvclive/pretrain_{phase}"), Path(f"metrics/pretrain_{phase}.json")
-    )  # fmt: skip
-    assert record.description == {"phase": phase}
-    assert record.execution == {"unpad": False, "use_apex": False, "data_workers": 0}
-    model = tiny_model(seed=0, dropout=0.0)
-    optimizer = recipe_optimizer(model, recipe, use_apex=False)
-    check_optimizer_and_schedule(optimizer, learning_rate_schedule(optimizer, recipe, 12), recipe, 12)
+    folders = tuple(
+        map(
+            Path, (f"data/checkpoints/{phase}", f"dvclive/pretrain_{phase}", f"metrics/pretrain_{phase}.json")
+        )
+    )
+    check_run(run, recipe, RUN, 12, folders, {"unpad": False, "use_apex": False, "data_workers": 0})
+    # The checkpoints' signature holds the recipe as fine-tuning's does, and the data.
+    assert run["record"].description["recipe"] == described_recipe(recipe, length_binning=True)
+    assert run["record"].description["phase"] == phase
+    assert (batches.global_batch, batches.micro_batch, batches.accumulation_steps) == (6, 3, 2)
+    assert batches.seed == 99 and batches.length_binning
+    check_optimizer_and_schedule(optimizer, scheduler, recipe, 12)
     # The phase's schedule: wsd from params alone (decay over the last half of 12 steps, cosine).
     set_params(root, {f"pretrain.{phase}.schedule": "wsd"})
     wsd = load_params().recipe(phase)
     assert wsd.schedule == "wsd" and decay_start(wsd, 12) == 6
+    model = tiny_model(seed=0, dropout=0.0)
     factor = learning_rate_schedule(recipe_optimizer(model, wsd, use_apex=False), wsd, 12).lr_lambdas[0]
     assert [factor(s) for s in (3, 5, 6, 9)] == pytest.approx([1.0, 1.0, 1.0, 0.5])
 

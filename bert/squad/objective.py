@@ -1,6 +1,6 @@
 """What SQuAD fine-tuning minimises (stage finetune_squad): `question_answering_objective`, the
 span loss, a mean over the windows of the whole global batch, with the exact-span accuracy it
-logs; bert.training.finetune runs it."""
+logs; finetune_squad trains it (bert.training.run)."""
 
 import torch
 from torch import nn

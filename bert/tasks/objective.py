@@ -1,5 +1,5 @@
 """What SWAG and GLUE fine-tuning minimise (stage finetune_task): `task_objective`, the head's
-loss, a mean over the examples, with the accuracy it logs; bert.training.finetune runs it."""
+loss, a mean over the examples, with the accuracy it logs; finetune_task trains it (bert.training.run)."""
 
 import torch
 from torch import nn

@@ -11,12 +11,17 @@ A file that cannot be read back (a disk that lied, a truncated copy) is renamed 
 (`newest_readable_checkpoint`).
 
 Two records decide whether a run resumes a checkpoint:
-- the run signature (`run_signature`): what the run computes (params, data, initial weights).
-  Checkpoints of another signature are never resumed;
+- the run signature (`run_signature`): what the run computes, a hash of its description (the data
+  and initial weights as the stage describes them, and the recipe under "recipe", `described_recipe`).
+  Checkpoints of another signature are never resumed, but for a pretraining checkpoint written
+  before runs were built by bert.training.run, whose description named the recipe's fields flat
+  beside the data: it is the same run when its description, read in today's form
+  (`in_todays_form`), has this run's signature;
 - the execution record: how it computes (the code, precision, compile, world size, ...). Another
   one resumes an unfinished run but trains a finished one again (see `checkpoint_to_resume`).
 """
 
+import dataclasses
 import hashlib
 import json
 import logging
@@ -30,6 +35,7 @@ import torch
 from bert.atomic import atomic_file
 from bert.errors import UserError
 from bert.training.collectives import barrier, broadcast_from_main, gather_to_all, rank_and_world_size
+from bert.training.recipe import Recipe
 
 log = logging.getLogger(__name__)
 
@@ -43,6 +49,53 @@ UNREADABLE = (RuntimeError, OSError, EOFError, pickle.UnpicklingError, KeyError,
 def run_signature(described: dict) -> str:
     """A short, stable hash of what makes checkpoints belong to a run (bert.training.loop.RunRecord.signature)."""
     return hashlib.sha256(json.dumps(described, sort_keys=True).encode()).hexdigest()[:16]
+
+
+def described_recipe(recipe: Recipe, length_binning: bool) -> dict:
+    """The recipe as a run's description holds it, the same for pretraining and fine-tuning: every
+    field but the micro-batch size (resuming with another split of the global batch is allowed, on
+    the same rows: bert.training.global_batch), and the data order's length_binning. Under the poly
+    schedule the wsd fields mean nothing and are left out, as they were before they existed, so a
+    checkpoint of then still resumes."""
+    described = {k: v for k, v in dataclasses.asdict(recipe).items() if k != "micro_batch_size"}
+    if recipe.schedule == "poly":
+        for key in ("schedule", "decay_share", "decay_shape"):
+            del described[key]
+    return {**described, "length_binning": length_binning}
+
+
+# The recipe's fields a pretraining checkpoint's description named flat, beside the data, before
+# runs were built by bert.training.run; the global batch was "global_batch", and decay_power,
+# schedule, length_binning and next_sentence were there only when not 0.5, poly, off and on.
+_FLAT_RECIPE = ("optimizer", "learning_rate", "warmup_proportion", "weight_decay", "grad_clip", "seed")
+
+
+def in_todays_form(described: dict | None) -> dict | None:
+    """A checkpoint's description as today's code writes it: a pretraining checkpoint's of before
+    (the recipe flat, `_FLAT_RECIPE`) with its recipe under "recipe" (`described_recipe`) and
+    next_sentence always named; any other unchanged. Nothing is guessed: the old form left a
+    field out only at the one value it then had."""
+    if not described or "recipe" in described or "global_batch" not in described:
+        return described
+    rest = dict(described)
+    recipe = {name: rest.pop(name) for name in _FLAT_RECIPE}
+    recipe["global_batch_size"] = rest.pop("global_batch")
+    recipe["decay_power"] = rest.pop("decay_power", 0.5)
+    schedule = rest.pop("schedule", None)
+    if schedule is not None:
+        recipe.update(schedule=schedule["kind"], decay_share=schedule["decay_share"],
+                      decay_shape=schedule["decay_shape"])  # fmt: skip
+    recipe["length_binning"] = rest.pop("length_binning", False)
+    return {**rest, "next_sentence": rest.get("next_sentence", True), "recipe": recipe}
+
+
+def _same_run(state: dict, signature: str) -> bool:
+    """Whether the checkpoint `state` belongs to the run of `signature`: its own signature, or
+    (written before the description's form changed) its description read in today's form."""
+    if state.get("signature", "") == signature:
+        return True
+    today = in_todays_form(state.get("description"))
+    return today is not state.get("description") and run_signature(today) == signature
 
 
 def file_sha256(path: str | Path) -> str | None:
@@ -224,7 +277,7 @@ def checkpoint_to_resume(
     directory = Path(directory)
     # Read even when resume is off: the old checkpoints' signature names the folder they move to.
     newest = newest_readable_checkpoint(directory, rank)
-    if newest is not None and resume and newest[1].get("signature", "") == signature:
+    if newest is not None and resume and _same_run(newest[1], signature):
         newest = _before_the_decay(directory, newest, max_steps, rank)
     state, reason = None, None
     if newest is not None:
@@ -233,9 +286,9 @@ def checkpoint_to_resume(
         changes = _changes(state.get("execution"), execution)
         if not resume:
             reason = "resume is off"
-        elif theirs != signature:
+        elif not _same_run(state, signature):
             what = (
-                _changes(state.get("description"), description or {})
+                _changes(in_todays_form(state.get("description")), description or {})
                 or "not recorded in a checkpoint this old"
             )
             reason = f"written by a run with other params ({what})"

@@ -1,9 +1,7 @@
-"""Fine-tuning: one recipe and one run for SQuAD, SWAG and GLUE, over `bert.training.loop` (the loop).
+"""Fine-tuning's data and length, for SQuAD, SWAG and GLUE alike; the run itself is built as
+every training run is (bert.training.run.TrainingRun: optimizer, schedule, checkpoints' signature)
+and trained by `bert.training.loop`.
 
-- `finetune`: train a model with a head on its task's training arrays, by a recipe (optimizer,
-  epochs, batch, learning rate and schedule, clipping, seed) and run settings (precision, binning,
-  logging, checkpoints): bert.training.recipe's types, which the caller (a stage) builds from params.yaml;
-  nothing is taken from a default here.
 - `FineTuningBatches`: training examples (arrays whose first axis is the example) as shuffled
   micro-batches of tensors, one rank's share of each global batch (bert.training.global_batch), reshuffled
   every epoch from (seed, epoch), resumable at a sample position; each batch is cut to its longest
@@ -11,31 +9,23 @@
   examples of similar length (bert.training.binning, as the pretraining loader does): SQuAD's windows fill
   about half of 384 tokens, but a random batch of 32 almost always holds one full window, so
   cutting alone saves little.
+- `described_files`: the files a run learns from, by content, for its description.
 
 The objective is the caller's (a `bert.training.loop.Objective`): SQuAD's is
 bert.squad.objective's, SWAG's and GLUE's bert.tasks.objective's, so that an edit of one reruns
 only its own stages.
 """
 
-import dataclasses
-import logging
-import math
 from collections.abc import Mapping
 from pathlib import Path
 
 import numpy as np
 import torch
-from torch import nn
 
 from bert.errors import UserError
 from bert.training.binning import bin_by_length, sequence_lengths, trimmed_length, window_batches
 from bert.training.checkpoints import file_sha256
 from bert.training.global_batch import accumulation_steps, micro_slice
-from bert.training.loop import Objective, RunRecord, train
-from bert.training.optim import learning_rate_schedule, recipe_optimizer
-from bert.training.recipe import FineTuningRecipe, RunSettings
-
-log = logging.getLogger(__name__)
 
 
 class FineTuningBatches:
@@ -137,57 +127,8 @@ def _tensor(array: np.ndarray) -> torch.Tensor:
     return tensor.float() if array.dtype.kind == "f" else tensor.long()
 
 
-def finetune(
-    model: nn.Module,
-    arrays: Mapping[str, np.ndarray],
-    objective: Objective,
-    *,
-    recipe: FineTuningRecipe,
-    settings: RunSettings,
-    record: RunRecord,
-    rank: int,
-    world_size: int,
-) -> dict:
-    """Fine-tune `model` (already on its device, with its head) on `arrays` (FineTuningBatches'
-    input) for `recipe.epochs` passes, this process being rank `rank` of `world_size`; returns the
-    final figures (bert.training.loop.train). The checkpoints in record.checkpoint_dir belong to the run
-    record.description describes (a changed description starts afresh); the recipe and the data
-    order are added to it here. Not the world size or the micro-batch size: a run resumes on other
-    hardware on the same rows (bert.training.global_batch)."""
-    learnt = {k: v for k, v in dataclasses.asdict(recipe).items() if k != "micro_batch_size"}
-    if recipe.schedule == "poly":  # the wsd keys mean nothing then: older checkpoints still resume
-        for key in ("schedule", "decay_share", "decay_shape"):
-            del learnt[key]
-    record = dataclasses.replace(
-        record,
-        description={**record.description, "recipe": {**learnt, "length_binning": settings.length_binning}},
-    )
-    batches = FineTuningBatches(
-        arrays, recipe.global_batch_size, recipe.micro_batch_size, recipe.seed, rank, world_size,
-        settings.length_binning,
-    )  # fmt: skip
-    max_steps = steps_for_epochs(batches.num_examples, recipe.epochs, recipe.global_batch_size)
-    optimizer = recipe_optimizer(model, recipe, use_apex=False)
-    scheduler = learning_rate_schedule(optimizer, recipe, max_steps)
-    if rank == 0:
-        log.info(
-            "%d examples, global batch %d = %d x %d accum x %d ranks, %g epochs = %d steps; %s, lr %g",
-            batches.num_examples, recipe.global_batch_size, recipe.micro_batch_size, batches.accumulation_steps,
-            world_size, recipe.epochs, max_steps, recipe.optimizer, recipe.learning_rate,
-        )  # fmt: skip
-    return train(
-        model, batches, objective, optimizer, scheduler,
-        max_steps=max_steps, recipe=recipe, settings=settings, record=record,
-    )  # fmt: skip
-
-
 def described_files(paths: list[Path]) -> list[tuple[str, str | None]]:
     """Each file's name and content hash, for a run description: contents, not mtimes (a `dvc
     checkout` changes those), so new initial weights of the same shape or an edited training file
     never resume the checkpoints of the old ones."""
     return [(path.name, file_sha256(path)) for path in paths]
-
-
-def steps_for_epochs(num_windows: int, epochs: float, global_batch_size: int) -> int:
-    """Optimizer steps that cover `epochs` passes over the training windows (at least 1)."""
-    return max(1, math.ceil(epochs * (num_windows // global_batch_size)))

@@ -20,6 +20,7 @@ boundary, after a checkpoint. The processes of a run: bert.distributed.launch.
 """
 
 import contextlib
+import dataclasses
 import json
 import logging
 import math
@@ -51,7 +52,7 @@ from bert.training.checkpoints import (
 from bert.training.collectives import PREEMPTION_SIGNALS, all_reduce_sum, barrier, rank_and_world_size
 from bert.training.optim import decay_start, fit_optimizer_state
 from bert.training.recipe import Recipe, RunSettings
-from bert.training.throughput import ThroughputMeter
+from bert.training.throughput import RUN_SUMS, ThroughputMeter
 
 log = logging.getLogger(__name__)
 
@@ -129,93 +130,197 @@ def train(
     number of global batches, so a checkpoint's position holds on any number of ranks). Resumes from
     the newest checkpoint of the run in record.checkpoint_dir when settings.resume. For a bit-exact
     resume, `batches` must not draw from torch's global RNG (give a DataLoader a `generator`)."""
+    run, state = _start(model, batches, objective, optimizer, scheduler, max_steps, recipe, settings, record)
+    # Closing the bar on the way out, an error too: the error's line must come last, on its own.
+    shown = run.rank == 0 and progress
+    with (
+        tqdm(total=max_steps, initial=state.step, disable=not shown, desc="train") as bar,
+        _Preemption() as preemption,
+    ):
+        while state.step < max_steps:
+            step_loss = _accumulate_gradients(run)
+            loss, grad_norm, skipped = _optimizer_step(run, step_loss)
+            learning_rate = scheduler.get_last_lr()[0]
+            scheduler.step()
+            state.step += 1
+            bar.update(1)
+            # Counts a skipped step; raises after max_nonfinite_steps in a row.
+            run.nonfinite.after_step(state.step, loss, skipped, state.totals)
+            run.interval.add_step(grad_norm if math.isfinite(grad_norm) else None, learning_rate)
+
+            if state.step % settings.log_every == 0 or state.step == max_steps:
+                _log_interval(run, state, bar, learning_rate)
+            due = state.step % settings.save_every == 0 or state.step in (max_steps, run.pre_decay)
+            if due:
+                _checkpoint(run, state)
+            if state.step < max_steps and preemption.agreed():  # every rank, at the same step
+                if not due:
+                    _checkpoint(run, state)
+                barrier()  # no rank exits (and has torchrun stop the others) before rank 0 has written
+                raise preemption.error(state.step, record.checkpoint_dir)
+    return _finish(run, state)
+
+
+@dataclass
+class Totals:
+    """The run's figures summed over its steps so far; its checkpoints keep them (as the dict
+    `saved()` gives), so that a resumed run's summary covers the whole run."""
+
+    seconds: float  # of training, checkpoints included, start-up not
+    sequences: int  # trained on, over all ranks
+    skipped_steps: int  # whose update was skipped (non-finite loss or gradients)
+    first_loss: float | None  # the first finite one
+    last: dict  # the figures of the last log interval
+    throughput: dict  # bert.training.throughput's run sums (RUN_SUMS)
+
+    @classmethod
+    def fresh(cls) -> "Totals":
+        return cls(0.0, 0, 0, None, {}, dict.fromkeys(RUN_SUMS, 0.0))
+
+    @classmethod
+    def restored(cls, saved: dict) -> "Totals":
+        """From a checkpoint's "totals"; one written before the throughput figures has none of them."""
+        return cls(**{**dataclasses.asdict(cls.fresh()), **saved})
+
+    def saved(self) -> dict:
+        return dataclasses.asdict(self)
+
+
+@dataclass
+class RunState:
+    """Where the run is, changing every step: its step, its totals (with the data position of
+    `_Run.data`, what a checkpoint saves besides the training objects), and its two clocks."""
+
+    step: int
+    totals: Totals
+    first_step: int  # where this process started: a resumed run counts its own steps apart
+    counted_until: float  # time.perf_counter() up to which totals.seconds counts
+    interval_start: float  # when the current log interval began
+
+    def count_seconds(self) -> None:
+        """Bring totals.seconds up to now."""
+        now = time.perf_counter()
+        self.totals.seconds += now - self.counted_until
+        self.counted_until = now
+
+    def end_interval(self) -> float:
+        """The seconds of the log interval now ending; the next one starts."""
+        now = time.perf_counter()
+        seconds, self.interval_start = now - self.interval_start, now
+        return seconds
+
+
+@dataclass(frozen=True)
+class _Run:
+    """What `train` sets up once (`_start`) and each step uses."""
+
+    model: nn.Module  # as given: its weights are what checkpoints save and clipping reads
+    forward_model: nn.Module  # what the steps run: the model in DDP and torch.compile when asked
+    optimizer: torch.optim.Optimizer
+    scheduler: torch.optim.lr_scheduler.LRScheduler
+    scaler: torch.amp.GradScaler
+    objective: Objective
+    data: "_Batches"
+    accumulation: int  # micro-batches per optimizer step on each rank
+    amp_dtype: torch.dtype | None
+    recipe: Recipe
+    settings: RunSettings
+    record: RunRecord
+    execution: dict | None  # how it computes, in its checkpoints (None: no checkpoints)
+    max_steps: int
+    # A warmup-stable-decay run checkpoints the step before its decay and keeps that file: the
+    # point to extend the run or branch a decay from (bert.training.checkpoints resumes there).
+    pre_decay: int | None
+    rank: int
+    world_size: int
+    live: object | None  # DVCLive, on rank 0 with a live_dir
+    interval: "_Interval"
+    meter: ThroughputMeter
+    nonfinite: "_NonFinite"
+
+
+def _start(
+    model: nn.Module, batches: Iterable[dict], objective: Objective, optimizer, scheduler, max_steps: int,
+    recipe: Recipe, settings: RunSettings, record: RunRecord,
+) -> tuple[_Run, RunState]:  # fmt: skip
+    """The run set up and its state: resumed from the newest checkpoint of the run, or seeded
+    afresh at step 0; then the model wrapped, the data at its position, and what logs."""
     if settings.precision not in AUTOCAST_DTYPES:
         raise ValueError(f"precision {settings.precision!r}: allowed {', '.join(AUTOCAST_DTYPES)}")
     rank, world_size = rank_and_world_size()
     device = next(model.parameters()).device
     allow_tf32(device, settings.precision)
-    amp_dtype = AUTOCAST_DTYPES[settings.precision]
     scaler = grad_scaler(settings.precision, device)
     accumulation = getattr(batches, "accumulation_steps", 1)
 
     # Once, here: a resuming process computes the execution record at the same point, with the same modules imported.
-    execution, state = None, None
+    execution, saved = None, None
     if record.checkpoint_dir:
         execution = _execution(settings, record, world_size, accumulation)
-        state = checkpoint_to_resume(
+        saved = checkpoint_to_resume(
             record.checkpoint_dir, record.signature, execution, max_steps, settings.resume, rank,
             record.description,
         )  # fmt: skip
     step, epoch, samples, totals = _restore_or_seed(
-        state, model, optimizer, scheduler, scaler, recipe.seed, rank, world_size
+        saved, model, optimizer, scheduler, scaler, recipe.seed, rank, world_size
     )
     forward_model = _forward_model(model, world_size, settings.compile)
     data = _Batches(batches, world_size, epoch, samples)
-    live = _open_live(record.live_dir, step, resumed=state is not None) if rank == 0 else None
+    live = _open_live(record.live_dir, step, resumed=saved is not None) if rank == 0 else None
     interval = _Interval(device)
     # Before the clock starts: on a CPU it measures the peak, which no step should pay for.
-    meter = ThroughputMeter(_unwrap(model), objective.flops, device, settings.precision, totals, rank == 0)
-    nonfinite = _NonFinite(settings.max_nonfinite_steps, scaler.is_enabled(), record.checkpoint_dir)
-    clock = {"run": time.perf_counter(), "interval": time.perf_counter()}
-    first_step = step
-    # A warmup-stable-decay run checkpoints the step before its decay and keeps that file: the
-    # point to extend the run or branch a decay from (bert.training.checkpoints resumes there).
-    pre_decay = decay_start(recipe, max_steps)
+    meter = ThroughputMeter(
+        _unwrap(model), objective.flops, device, settings.precision, totals.throughput, rank == 0
+    )
+    run = _Run(
+        model=model, forward_model=forward_model, optimizer=optimizer, scheduler=scheduler, scaler=scaler,
+        objective=objective, data=data, accumulation=accumulation, amp_dtype=AUTOCAST_DTYPES[settings.precision],
+        recipe=recipe, settings=settings, record=record, execution=execution, max_steps=max_steps,
+        pre_decay=decay_start(recipe, max_steps), rank=rank, world_size=world_size, live=live,
+        interval=interval, meter=meter,
+        nonfinite=_NonFinite(settings.max_nonfinite_steps, scaler.is_enabled(), record.checkpoint_dir),
+    )  # fmt: skip
+    now = time.perf_counter()
+    return run, RunState(step, totals, first_step=step, counted_until=now, interval_start=now)
 
-    def checkpoint() -> None:
-        """This step's state into one file (rank 0 writes; every rank gives its RNG state), after a
-        finite step only, so that the newest checkpoint is always a state to go back to."""
-        if record.checkpoint_dir and nonfinite.in_row == 0:
-            totals["seconds"] += time.perf_counter() - clock["run"]
-            clock["run"] = time.perf_counter()
-            training_state = (model, optimizer, scheduler, scaler)
-            _save(record, settings, execution, (max_steps, pre_decay), step, training_state, data, totals)
 
-    # Closing the bar on the way out, an error too: the error's line must come last, on its own.
-    with (
-        tqdm(total=max_steps, initial=step, disable=not (rank == 0 and progress), desc="train") as bar,
-        _Preemption() as preemption,
-    ):
-        while step < max_steps:
-            step_loss = _accumulate_gradients(
-                forward_model, data, objective, scaler, amp_dtype, accumulation, world_size, interval, meter
-            )
-            loss, grad_norm, skipped = _optimizer_step(
-                model, optimizer, scaler, step_loss, recipe.grad_clip, world_size
-            )
-            learning_rate = scheduler.get_last_lr()[0]
-            scheduler.step()
-            step += 1
-            bar.update(1)
-            nonfinite.after_step(step, loss, skipped, totals)  # raises after too many in a row
-            interval.add_step(grad_norm if math.isfinite(grad_norm) else None, learning_rate)
+def _log_interval(run: _Run, state: RunState, bar: tqdm, learning_rate: float) -> None:
+    """The figures of the log interval now ending, summed over ranks: kept as the totals' last,
+    and on rank 0 shown on the bar and written to DVCLive."""
+    seconds = state.end_interval()
+    figures = run.interval.reduce(seconds)
+    figures.update(run.meter.interval(seconds, run.world_size))
+    state.totals.sequences += figures.pop("sequences")
+    state.totals.last = figures
+    if run.rank == 0:
+        _log(bar, run.live, state.step, figures, learning_rate)
 
-            if step % settings.log_every == 0 or step == max_steps:
-                now = time.perf_counter()
-                figures = interval.reduce(now - clock["interval"])
-                figures.update(meter.interval(now - clock["interval"], world_size))
-                clock["interval"] = now
-                totals["sequences"] += figures.pop("sequences")
-                totals["last"] = figures
-                if rank == 0:
-                    _log(bar, live, step, figures, learning_rate)
 
-            due = step % settings.save_every == 0 or step in (max_steps, pre_decay)
-            if due:
-                checkpoint()
-            if step < max_steps and preemption.agreed():  # every rank, at the same step
-                if not due:
-                    checkpoint()
-                barrier()  # no rank exits (and has torchrun stop the others) before rank 0 has written
-                raise preemption.error(step, record.checkpoint_dir)
+def _checkpoint(run: _Run, state: RunState) -> None:
+    """This step's state into one file (rank 0 writes; every rank gives its RNG state), after a
+    finite step only, so that the newest checkpoint is always a state to go back to."""
+    if run.record.checkpoint_dir and run.nonfinite.in_row == 0:
+        state.count_seconds()
+        _save(run, state)
 
-    totals["seconds"] += time.perf_counter() - clock["run"]
-    summary = {**_summary(totals, step), **meter.summary(totals["seconds"], world_size)}
-    if live is not None:
-        live.end()
-    if rank == 0 and record.metrics_file:
-        write_json(record.metrics_file, dict(sorted(summary.items())))
-    log.info("trained %d steps (%d in this run): %s", step, step - first_step, json.dumps(summary))
+
+def _finish(run: _Run, state: RunState) -> dict:
+    """The run's final figures: logged, and written to record.metrics_file on rank 0."""
+    state.count_seconds()
+    summary = {
+        **_summary(state.totals, state.step),
+        **run.meter.summary(state.totals.seconds, run.world_size),
+    }
+    if run.live is not None:
+        run.live.end()
+    if run.rank == 0 and run.record.metrics_file:
+        write_json(run.record.metrics_file, dict(sorted(summary.items())))
+    log.info(
+        "trained %d steps (%d in this run): %s",
+        state.step,
+        state.step - state.first_step,
+        json.dumps(summary),
+    )
     return summary
 
 
@@ -232,27 +337,26 @@ def _execution(settings: RunSettings, record: RunRecord, world_size: int, accumu
 
 
 def _restore_or_seed(
-    state: dict | None, model, optimizer, scheduler, scaler, seed: int, rank: int, world_size: int
-) -> tuple[int, int, int, dict]:
+    saved: dict | None, model, optimizer, scheduler, scaler, seed: int, rank: int, world_size: int
+) -> tuple[int, int, int, Totals]:
     """Load a checkpoint's state into the training objects, or seed a fresh run; returns the
     step, the data position (epoch, samples consumed in it) and the running totals."""
-    if state is None:
+    if saved is None:
         seed_everything(seed, rank)
-        totals = {"seconds": 0.0, "sequences": 0, "skipped_steps": 0, "first_loss": None, "last": {}}
-        return 0, 0, 0, totals
-    _unwrap(model).load_state_dict(state["model"])
-    optimizer.load_state_dict(fit_optimizer_state(state["optimizer"], optimizer))
-    scheduler.load_state_dict(state["scheduler"])
+        return 0, 0, 0, Totals.fresh()
+    _unwrap(model).load_state_dict(saved["model"])
+    optimizer.load_state_dict(fit_optimizer_state(saved["optimizer"], optimizer))
+    scheduler.load_state_dict(saved["scheduler"])
     _learning_rate_from_schedule(scheduler)
-    scaler.load_state_dict(state["scaler"])
-    step, epoch, samples = state["step"], state["data"]["epoch"], state["data"]["samples"]
+    scaler.load_state_dict(saved["scaler"])
+    step, epoch, samples = saved["step"], saved["data"]["epoch"], saved["data"]["samples"]
     log.info("resumed from step %d (epoch %d, sample %d of it)", step, epoch, samples)
-    rngs = state["rng"]
+    rngs = saved["rng"]
     if len(rngs) == world_size:
         _set_rng_state(rngs[rank])
     else:  # another world size: data and weights are exact, dropout draws cannot be
         seed_everything(seed + step, rank)
-    return step, epoch, samples, state["totals"]
+    return step, epoch, samples, Totals.restored(saved["totals"])
 
 
 def _learning_rate_from_schedule(scheduler) -> None:
@@ -319,40 +423,35 @@ def _collective_device() -> torch.device:
     return torch.device("cpu")
 
 
-def _save(
-    record: RunRecord, settings: RunSettings, execution: dict, steps: tuple[int, int | None], step: int,
-    training_state: tuple, data: "_Batches", totals: dict,
-) -> None:  # fmt: skip
-    """Every rank's RNG states go into rank 0's checkpoint (bert.training.checkpoints describes the file).
-    `steps`: the run's max_steps and the step its decay starts at (None: not a wsd run)."""
-    model, optimizer, scheduler, scaler = training_state
-    max_steps, pre_decay = steps
-    rank, world_size = rank_and_world_size()
+def _save(run: _Run, state: RunState) -> None:
+    """Every rank's RNG states go into rank 0's checkpoint (bert.training.checkpoints describes the file)."""
     rng = _rng_state()
-    if world_size > 1:
-        rngs = [None] * world_size
+    if run.world_size > 1:
+        rngs = [None] * run.world_size
         dist.all_gather_object(rngs, rng)
     else:
         rngs = [rng]
-    if rank != 0:
+    if run.rank != 0:
         return
-    state = {
-        "step": step,
-        "model": _unwrap(model).state_dict(),
-        "optimizer": optimizer.state_dict(),
-        "scheduler": scheduler.state_dict(),
-        "scaler": scaler.state_dict(),
+    checkpoint = {
+        "step": state.step,
+        "model": _unwrap(run.model).state_dict(),
+        "optimizer": run.optimizer.state_dict(),
+        "scheduler": run.scheduler.state_dict(),
+        "scaler": run.scaler.state_dict(),
         "rng": rngs,
-        "data": {"epoch": data.epoch, "samples": data.samples},
-        "totals": totals,
-        "max_steps": max_steps,  # a larger one later extends the run
-        "decay_start": pre_decay,  # wsd: a run extended past it goes on from the pre-decay checkpoint
-        "signature": record.signature,
-        "description": record.description,
-        "execution": execution,  # with the world size
+        "data": {"epoch": run.data.epoch, "samples": run.data.samples},
+        "totals": state.totals.saved(),
+        "max_steps": run.max_steps,  # a larger one later extends the run
+        "decay_start": run.pre_decay,  # wsd: a run extended past it goes on from the pre-decay checkpoint
+        "signature": run.record.signature,
+        "description": run.record.description,
+        "execution": run.execution,  # with the world size
     }
-    path = save_checkpoint(record.checkpoint_dir, step, state, settings.keep_last, keep_step=pre_decay)
-    log.info("step %d: checkpoint %s", step, path)
+    path = save_checkpoint(
+        run.record.checkpoint_dir, state.step, checkpoint, run.settings.keep_last, keep_step=run.pre_decay
+    )
+    log.info("step %d: checkpoint %s", state.step, path)
 
 
 def _forward_model(model: nn.Module, world_size: int, compile: bool) -> nn.Module:
@@ -368,21 +467,13 @@ def _forward_model(model: nn.Module, world_size: int, compile: bool) -> nn.Modul
     return forward_model
 
 
-def _accumulate_gradients(
-    forward_model: nn.Module,
-    data: "_Batches",
-    objective: Objective,
-    scaler: torch.amp.GradScaler,
-    amp_dtype: torch.dtype | None,
-    accum_steps: int,
-    world_size: int,
-    interval: "_Interval",
-    meter: ThroughputMeter,
-) -> torch.Tensor:
+def _accumulate_gradients(run: _Run) -> torch.Tensor:
     """Forward and backward of one step's micro-batches; returns this rank's share of the step's
     loss (summed over the ranks: the loss of the global batch)."""
+    forward_model, objective, scaler, amp_dtype = run.forward_model, run.objective, run.scaler, run.amp_dtype
+    accum_steps, world_size, interval = run.accumulation, run.world_size, run.interval
     device = interval.device
-    batches = meter.take(data, accum_steps)  # still on the host: counting them is cheap
+    batches = run.meter.take(run.data, accum_steps)  # still on the host: counting them is cheap
     counted = [objective.items(batch) for batch in batches]
     names = sorted(counted[0])
     items = torch.tensor([[float(count[name]) for name in names] for count in counted])  # [micro, term]
@@ -410,23 +501,17 @@ def _accumulate_gradients(
     return step_loss
 
 
-def _optimizer_step(
-    model: nn.Module,
-    optimizer: torch.optim.Optimizer,
-    scaler: torch.amp.GradScaler,
-    step_loss: torch.Tensor,
-    grad_clip: float,
-    world_size: int,
-) -> tuple[float, float, bool]:
+def _optimizer_step(run: _Run, step_loss: torch.Tensor) -> tuple[float, float, bool]:
     """Clip and apply the accumulated gradients; returns the step's loss (of the global batch: the
     ranks' shares summed), the gradient norm and whether the update was skipped for non-finite values."""
+    optimizer, scaler = run.optimizer, run.scaler
     if scaler.is_enabled():
         scaler.unscale_(optimizer)
-    max_norm = grad_clip if grad_clip > 0 else math.inf
-    grad_norm = torch.nn.utils.clip_grad_norm_(model.parameters(), max_norm)
+    max_norm = run.recipe.grad_clip if run.recipe.grad_clip > 0 else math.inf
+    grad_norm = torch.nn.utils.clip_grad_norm_(run.model.parameters(), max_norm)
     # One small all-reduce of the step's loss, so every rank takes the same skip decision.
     mean_loss, norm = all_reduce_sum(torch.stack([step_loss, grad_norm.float()])).tolist()
-    norm /= world_size  # the gradients were all-reduced already: every rank has the same norm
+    norm /= run.world_size  # the gradients were all-reduced already: every rank has the same norm
     if scaler.is_enabled():
         scale = scaler.get_scale()
         scaler.step(optimizer)  # skips the update itself when the gradients overflowed
@@ -449,17 +534,17 @@ class _NonFinite:
         self.limit, self.scaler_enabled, self.checkpoint_dir = limit, scaler_enabled, checkpoint_dir
         self.in_row = 0
 
-    def after_step(self, step: int, loss: float, skipped: bool, totals: dict) -> None:
+    def after_step(self, step: int, loss: float, skipped: bool, totals: Totals) -> None:
         loss_finite = math.isfinite(loss)
-        totals["skipped_steps"] += int(skipped)
+        totals.skipped_steps += int(skipped)
         if skipped:
             log.warning(
                 "step %d: non-finite %s, update skipped", step, "gradients" if loss_finite else "loss"
             )
         diverging = not loss_finite or (skipped and not self.scaler_enabled)
         self.in_row = self.in_row + 1 if diverging else 0
-        if totals["first_loss"] is None and loss_finite:
-            totals["first_loss"] = loss
+        if totals.first_loss is None and loss_finite:
+            totals.first_loss = loss
         if self.in_row >= self.limit:
             newest = newest_checkpoint(self.checkpoint_dir)
             raise UserError(
@@ -478,15 +563,15 @@ def _log(progress: tqdm, live, step: int, figures: dict, learning_rate: float) -
         live.next_step()
 
 
-def _summary(totals: dict, step: int) -> dict:
+def _summary(totals: Totals, step: int) -> dict:
     """The final figures: the last log interval's, and the run's totals."""
     summary = {
-        **totals["last"],
-        "first_loss": totals["first_loss"],
+        **totals.last,
+        "first_loss": totals.first_loss,
         "steps": step,
-        "sequences_per_second": totals["sequences"] / totals["seconds"] if totals["seconds"] else 0.0,
-        "seconds": totals["seconds"],
-        "skipped_steps": totals["skipped_steps"],
+        "sequences_per_second": totals.sequences / totals.seconds if totals.seconds else 0.0,
+        "seconds": totals.seconds,
+        "skipped_steps": totals.skipped_steps,
         # The model bytes depend on it (the order of float reductions): recorded so that two runs
         # whose hashes differ can be told apart (docs/operations.md, "What is reproducible").
         "cpu_threads": torch.get_num_threads(),

@@ -42,7 +42,8 @@ class ThroughputMeter:
 
     model: the unwrapped model (its `config` is the model FLOPs' shape); flops(model, batch): the
     model FLOPs of a training step on the micro-batch's real tokens, None when the objective has
-    no count (then no FLOP/s, MFU or peak); totals: the loop's running totals (checkpointed)."""
+    no count (then no FLOP/s, MFU or peak); run_sums: the run's sums of RUN_SUMS so far, which
+    the meter adds to (the loop's totals, checkpointed)."""
 
     def __init__(
         self,
@@ -50,13 +51,13 @@ class ThroughputMeter:
         flops: Callable[[nn.Module, dict], float] | None,
         device: torch.device,
         precision: str,
-        totals: dict,
+        run_sums: dict,
         announce: bool,
     ):
         self.model, self.device, self.precision = model, device, precision
         config = getattr(model, "config", None)
         self.flops = flops if isinstance(config, BertConfig) else None
-        self.run = totals.setdefault("throughput", dict.fromkeys(RUN_SUMS, 0.0))
+        self.run = run_sums
         self.peak: DevicePeak | None = None
         self.peak_tflops = 0.0  # every rank's device together
         if self.flops is not None:

@@ -9,6 +9,7 @@ The SQuAD and task modules stay apart so that an edit of one reruns only its sta
 """
 
 import dataclasses
+import functools
 import logging
 from dataclasses import dataclass
 from pathlib import Path
@@ -20,8 +21,9 @@ from torch import nn
 from bert.distributed.launch import Distributed, launch
 from bert.errors import UserError
 from bert.text.tokenization import load_tokenizer_from_dir
-from bert.training.finetune import described_files, finetune
+from bert.training.finetune import FineTuningBatches, described_files
 from bert.training.loop import Objective, RunRecord
+from bert.training.run import TrainingRun
 from stages.common import layout
 from stages.common.params import Params
 
@@ -159,10 +161,10 @@ def train_and_save(
         },
         execution={"unpad": shared.unpad},
     )
-    finetune(
-        model, data.arrays, data.objective, recipe=recipe, settings=params.run_settings(run), record=record,
-        rank=distributed.rank, world_size=distributed.world_size,
-    )  # fmt: skip
+    TrainingRun.build(
+        model, data.objective, functools.partial(FineTuningBatches, data.arrays), recipe=recipe,
+        settings=params.run_settings(run), record=record, max_steps=None, use_apex=False,
+    ).train()  # fmt: skip
     if distributed.is_main:
         model.save_pretrained(place.model, layout.tokenizer_file(start.folder), start.lower_case, label_names)
         log.info("wrote %s", place.model)

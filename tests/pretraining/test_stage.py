@@ -1,10 +1,22 @@
 """The stages as DVC runs them: pretrain phase1 -> phase2, in a throw-away project."""
 
 import json
+from pathlib import Path
 
 import pytest
 import torch
 
+from bert.distributed.launch import Distributed
+from bert.training.checkpoints import (
+    file_sha256,
+    in_todays_form,
+    list_checkpoints,
+    load_checkpoint,
+    run_signature,
+)
+from bert.training.run import TrainingRun
+from stages import pretrain
+from stages.common.params import load_params
 from tests.support.stage_workspace import make_workspace, run_stage, set_params
 
 
@@ -106,3 +118,79 @@ def test_a_wsd_phase_extended_goes_on_from_its_pre_decay_checkpoint(tmp_path):
     assert [int(row.split("\t")[curve[0].split("\t").index("step")]) for row in curve[1:]] == list(
         range(1, 13)
     )
+
+
+def description_before(params, phase: str, shards: list) -> dict:
+    """What a pretraining checkpoint's description was before runs were built by bert.training.run
+    (stages/pretrain.py's `_described` then, frozen here; a random start: "init" None): the
+    recipe's fields flat beside the data, some named only when not their one value of old."""
+    recipe = params.recipe(phase)
+    described = {
+        "phase": phase, "model": params.model.size, "optimizer": recipe.optimizer,
+        "learning_rate": recipe.learning_rate, "warmup_proportion": recipe.warmup_proportion,
+        "weight_decay": recipe.weight_decay, "grad_clip": recipe.grad_clip, "global_batch": recipe.global_batch_size,
+        "seed": recipe.seed, "masking": params.examples.masking,
+        "shards": [(p.name, p.stat().st_size) for p in shards],
+        "manifest": file_sha256(Path(f"data/examples/{phase}/manifest.json")), "init": None,
+    }  # fmt: skip
+    if not params.examples.next_sentence:
+        described["next_sentence"] = False
+    if params.pretrain.length_binning:
+        described["length_binning"] = True
+    if recipe.decay_power != 0.5:
+        described["decay_power"] = recipe.decay_power
+    if recipe.schedule != "poly":
+        described["schedule"] = {"kind": recipe.schedule, "decay_share": recipe.decay_share,
+                                 "decay_shape": recipe.decay_shape}  # fmt: skip
+    return described
+
+
+@pytest.mark.parametrize(
+    "changes",
+    [
+        {},
+        {"pretrain.length_binning": True, "pretrain.decay_power": 1.0, "examples.next_sentence": False},
+        {
+            "pretrain.phase1.schedule": "wsd",
+            "pretrain.phase1.decay_share": 0.25,
+            "examples.masking": "dynamic",
+        },
+    ],
+    ids=["defaults", "binned-linear-mlm-only", "wsd-dynamic"],
+)
+def test_a_checkpoint_described_as_before_is_the_same_run(tmp_path, monkeypatch, changes):
+    """The description every value of the old form maps to, read in today's form, is the one the
+    run the stage builds now describes itself by: the same signature."""
+    root = make_workspace(tmp_path)
+    set_params(root, changes)
+    monkeypatch.chdir(root)
+    runs = []
+    monkeypatch.setattr(TrainingRun, "train", lambda run: runs.append(run))
+    params = load_params()
+    pretrain.pretrain(
+        params, "phase1", Distributed(rank=0, local_rank=0, world_size=1, device=torch.device("cpu"))
+    )
+    (run,) = runs
+    old = description_before(params, "phase1", sorted(Path("data/examples/phase1").glob("*.hdf5")))
+    assert in_todays_form(old) == run.record.description
+    assert run_signature(in_todays_form(old)) == run.record.signature != run_signature(old)
+
+
+def test_a_checkpoint_written_before_resumes(tmp_path, monkeypatch):
+    """A phase 1 checkpoint as the code before wrote it (its description and signature in the old
+    form) resumes under today's code, as the same run: not moved aside."""
+    root = make_workspace(tmp_path)
+    set_params(root, {"pretrain.phase1.max_steps": 4, "pretrain.length_binning": True})
+    assert run_stage(root, "stages.pretrain", "phase1").returncode == 0
+    (checkpoint,) = list_checkpoints(root / "data/checkpoints/phase1")
+    state = load_checkpoint(checkpoint)
+    monkeypatch.chdir(root)  # the params' paths are the workspace's
+    old = description_before(load_params(), "phase1", sorted(Path("data/examples/phase1").glob("*.hdf5")))
+    torch.save({**state, "description": old, "signature": run_signature(old)}, checkpoint)
+
+    set_params(root, {"pretrain.phase1.max_steps": 8})
+    resumed = run_stage(root, "stages.pretrain", "phase1")
+    assert resumed.returncode == 0, resumed.stderr[-3000:]
+    assert "resumed from step 4" in resumed.stderr and "moved" not in resumed.stderr
+    assert not [p for p in (root / "data/checkpoints/phase1").iterdir() if p.is_dir()]
+    assert json.loads((root / "metrics/pretrain_phase1.json").read_text())["steps"] == 8

@@ -23,8 +23,9 @@ from bert.squad.features import make_features
 from bert.squad.objective import question_answering_objective
 from bert.squad.predict import predict_logits
 from bert.text.tokenization import SPECIAL_TOKENS, load_tokenizer
-from bert.training.finetune import FineTuningBatches, steps_for_epochs
+from bert.training.finetune import FineTuningBatches
 from bert.training.optim import build_optimizer, warmup_poly_schedule
+from bert.training.run import steps_for_epochs
 from tests.support.loop import run_loop
 
 NAMES = [

@@ -180,7 +180,8 @@ def test_missing_init_is_one_clear_line(tmp_path, uncased_vocab):
 
 def test_batches_split_ranks_reshuffle_epochs_and_resume():
     from bert.squad.features import SquadFeatures
-    from bert.training.finetune import FineTuningBatches, steps_for_epochs
+    from bert.training.finetune import FineTuningBatches
+    from bert.training.run import steps_for_epochs
 
     num, seq = 23, 10
     lengths = 3 + torch.arange(num) % 6
