@@ -30,9 +30,9 @@ nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv | tee "$OUT
 # The pipeline's own packages (dvclive, dvc, nltk) need not be on a bare GPU image: the one test
 # here that runs a whole stage (and so logs through DVCLive) is left out without them.
 deselect=()
-"$PYTHON" -c "import dvclive" 2>/dev/null || deselect=(--deselect tests/test_fastpath.py::test_stage_runs_binned_and_unpadded)
-timeout "$TIMEOUT_TESTS" "$PYTHON" -m pytest -q -p no:cacheprovider -rs "${deselect[@]}" tests/test_fastpath.py tests/test_modeling.py \
-    tests/test_optim.py tests/test_training.py::test_learns_on_repeated_batches 2>&1 | tee "$OUT/tests.txt" || status=1
+"$PYTHON" -c "import dvclive" 2>/dev/null || deselect=(--deselect tests/training/test_fastpath.py::test_stage_runs_binned_and_unpadded)
+timeout "$TIMEOUT_TESTS" "$PYTHON" -m pytest -q -p no:cacheprovider -rs "${deselect[@]}" tests/training/test_fastpath.py tests/model/test_modeling.py \
+    tests/training/test_optim.py tests/training/test_training.py::test_learns_on_repeated_batches 2>&1 | tee "$OUT/tests.txt" || status=1
 timeout "$TIMEOUT_REPORT" "$PYTHON" bench/report.py --sizes base,large --precision bf16 --out-dir "$OUT" 2>&1 | tee "$OUT/report.txt" || status=1
 for shape in "phase1 64 128" "phase2 16 512"; do
     read -r phase batch seq_len <<< "$shape"

@@ -48,54 +48,8 @@ def main() -> None:
     if not compare:
         log.warning("transformers is not installed: no comparison (pip install transformers)")
     config = family.resolve_config(MODEL_DIR)
-    tokens = spec.batch_size * spec.seq_length
-    peak_before = matmul_peak(config, tokens, device, precision)
-    inference = benchmark_inference(
-        MODEL_DIR, spec.batch_size, spec.seq_length, spec.steps, spec.warmup_steps, precision, device, compare
-    )
-    model = family.from_pretrained(MODEL_DIR, "question_answering").to(device)
-    training = time_training(
-        model, spec.batch_size, spec.seq_length, spec.steps, spec.warmup_steps, precision
-    )
-    peak = best_peak(peak_before, matmul_peak(config, tokens, device, precision))
-    sheet = datasheet_peak(device, precision)
-    train_flops = training["sequences_per_second"] * question_answering_flops(config, spec.seq_length)
-    inference_flops = inference["ours"]["sequences_per_second"] * question_answering_flops(
-        config, spec.seq_length, training=False
-    )
-    metrics = {
-        "device": torch.cuda.get_device_name(device)
-        if device.type == "cuda"
-        else f"cpu ({torch.get_num_threads()} threads)",
-        "precision": precision,
-        "batch_size": spec.batch_size,
-        "seq_length": spec.seq_length,
-        "matmul_peak_tflops": peak.tflops,
-        "datasheet_peak_tflops": sheet,
-        "train_sequences_per_second": training["sequences_per_second"],
-        "train_model_tflops_per_second": train_flops / 1e12,
-        "train_mfu": mfu(train_flops, 1.0, peak.tflops),
-        "inference": {
-            **inference["ours"],
-            "model_tflops_per_second": inference_flops / 1e12,
-            "mfu": mfu(inference_flops, 1.0, peak.tflops),
-        },
-        "pretraining": {},
-    }
-    timed = spec.pretraining_batch_size and family.family_of(config) == "bert"
-    if (
-        spec.pretraining_batch_size and not timed
-    ):  # its runner builds BERT's pretraining model and transformers'
-        log.warning(
-            "pretraining not timed: the model is a ModernBERT (bench/modernbert_step.py times its step)"
-        )
-    for phase in ("phase1", "phase2") if timed else ():
-        seq_len = getattr(params.examples, phase).max_seq_length
-        if seq_len > config.max_position_embeddings:  # a model that pretraining could not have made
-            log.warning("pretraining %s not timed: examples.%s.max_seq_length %d exceeds the model's "
-                        "max_position_embeddings %d", phase, phase, seq_len, config.max_position_embeddings)  # fmt: skip
-            continue
-        metrics["pretraining"][phase] = pretraining_figures(params, phase, config, device, compare)
+    inference, metrics = finetuned_figures(spec, precision, config, device, compare)
+    metrics["pretraining"] = pretraining_phases(params, config, device, compare)
     if compare:
         metrics["inference_transformers"] = inference["transformers"]
         metrics["inference_speedup_vs_transformers"] = inference["speedup"]
@@ -108,8 +62,72 @@ def main() -> None:
             MODEL_DIR, windows, spec.batch_size, precision=precision, device=device, compare=compare
         )
     write_json(METRICS_FILE, metrics)
+    log_summary(metrics, inference, spec, params.squad.max_seq_length)
+
+
+def finetuned_figures(spec, precision: str, config, device: torch.device, compare: bool) -> tuple[dict, dict]:
+    """The fine-tuned SQuAD model's inference (ours, and transformers' when `compare`) and training
+    step at benchmark.batch_size x benchmark.seq_length: (what benchmark_inference measured, the
+    metrics of ours, their MFUs over the best matmul peak measured before and after them)."""
+    tokens = spec.batch_size * spec.seq_length
+    peak_before = matmul_peak(config, tokens, device, precision)
+    inference = benchmark_inference(
+        MODEL_DIR, spec.batch_size, spec.seq_length, spec.steps, spec.warmup_steps, precision, device, compare
+    )
+    model = family.from_pretrained(MODEL_DIR, "question_answering").to(device)
+    training = time_training(
+        model, spec.batch_size, spec.seq_length, spec.steps, spec.warmup_steps, precision
+    )
+    peak = best_peak(peak_before, matmul_peak(config, tokens, device, precision))
+    train_flops = training["sequences_per_second"] * question_answering_flops(config, spec.seq_length)
+    inference_flops = inference["ours"]["sequences_per_second"] * question_answering_flops(
+        config, spec.seq_length, training=False
+    )
+    return inference, {
+        "device": torch.cuda.get_device_name(device)
+        if device.type == "cuda"
+        else f"cpu ({torch.get_num_threads()} threads)",
+        "precision": precision,
+        "batch_size": spec.batch_size,
+        "seq_length": spec.seq_length,
+        "matmul_peak_tflops": peak.tflops,
+        "datasheet_peak_tflops": datasheet_peak(device, precision),
+        "train_sequences_per_second": training["sequences_per_second"],
+        "train_model_tflops_per_second": train_flops / 1e12,
+        "train_mfu": mfu(train_flops, 1.0, peak.tflops),
+        "inference": {
+            **inference["ours"],
+            "model_tflops_per_second": inference_flops / 1e12,
+            "mfu": mfu(inference_flops, 1.0, peak.tflops),
+        },
+    }
+
+
+def pretraining_phases(params, config, device: torch.device, compare: bool) -> dict:
+    """pretraining_figures of each phase the model could have been pretrained at; none when
+    benchmark.pretraining_batch_size is 0 or the model is a ModernBERT."""
+    spec = params.benchmark
+    timed = spec.pretraining_batch_size and family.family_of(config) == "bert"
+    if (
+        spec.pretraining_batch_size and not timed
+    ):  # its runner builds BERT's pretraining model and transformers'
+        log.warning(
+            "pretraining not timed: the model is a ModernBERT (bench/modernbert_step.py times its step)"
+        )
+    figures = {}
+    for phase in ("phase1", "phase2") if timed else ():
+        seq_len = getattr(params.examples, phase).max_seq_length
+        if seq_len > config.max_position_embeddings:  # a model that pretraining could not have made
+            log.warning("pretraining %s not timed: examples.%s.max_seq_length %d exceeds the model's "
+                        "max_position_embeddings %d", phase, phase, seq_len, config.max_position_embeddings)  # fmt: skip
+            continue
+        figures[phase] = pretraining_figures(params, phase, config, device, compare)
+    return figures
+
+
+def log_summary(metrics: dict, inference: dict, spec, squad_max_seq_length: int) -> None:
     log.info("matmul peak %.3f TFLOP/s; train %.1f seq/s (MFU %.1f%%); inference %.1f seq/s (MFU %.1f%%, "
-             "%.2fx transformers) -> %s", peak.tflops, metrics["train_sequences_per_second"],
+             "%.2fx transformers) -> %s", metrics["matmul_peak_tflops"], metrics["train_sequences_per_second"],
              100 * metrics["train_mfu"], inference["ours"]["sequences_per_second"],
              100 * metrics["inference"]["mfu"], inference.get("speedup", float("nan")), METRICS_FILE)  # fmt: skip
     for phase, figures in metrics["pretraining"].items():
@@ -121,7 +139,7 @@ def main() -> None:
         log.info("dev set: %d windows of %.0f tokens on average; %.1f windows/s (%.2fx transformers padded "
                  "to %d, %.2fx with dynamic padding)", dev["windows"], dev["mean_window_length"],
                  dev["ours"]["windows_per_second"], dev.get("speedup", float("nan")),
-                 params.squad.max_seq_length, dev.get("speedup_vs_dynamic_padding", float("nan")))  # fmt: skip
+                 squad_max_seq_length, dev.get("speedup_vs_dynamic_padding", float("nan")))  # fmt: skip
 
 
 def pretraining_figures(params, phase: str, config, device: torch.device, compare: bool) -> dict:

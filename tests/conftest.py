@@ -60,17 +60,17 @@ LONGEST_FIRST = [
     "test_fuzz_inputs.py",  # 2026-12-05: 55 for its DVC folder-events property test alone, under load
     "tasks/test_stages.py",  # 60
     "squad/test_stages.py",  # 50
-    "test_distributed.py",  # 45
+    "distributed/test_distributed.py",  # 45
     "tasks/test_heads.py",  # 45
     "test_modernbert_pipeline.py",  # 50
-    "test_training.py",  # 35
+    "training/test_training.py",  # 35
     "test_params.py",  # 35, DVC's own messages provoked in a throw-away project
     "pretraining/test_stage.py",  # 35
     "corpus/test_shards.py",  # 30
-    "test_cluster.py",  # 25
-    "test_tokenizer_json.py",  # 30
+    "distributed/test_cluster.py",  # 25
+    "text/test_tokenizer_json.py",  # 30
     "test_thread_counts.py",  # 20
-    "test_modernbert.py",  # 15
+    "model/test_modernbert.py",  # 15
     "test_bench_squad.py",  # 15
     "test_parallel.py",  # 15
     "test_stage_deps.py",  # 15

@@ -465,3 +465,55 @@ def test_the_readme_and_the_pipeline_overview_link_their_pages():
     assert not set(DATA_STAGE_PAGES) - overview, (
         f"data-stage pages docs/pipeline.md does not link: {sorted(set(DATA_STAGE_PAGES) - overview)}"
     )
+
+
+# The tests' layout: a folder of tests per package of bert/, development.md's table of test files
+# names every test file and nothing else, and every tests/ path the docs and scripts name is there,
+# so a moved test file leaves no stale name behind.
+TESTS = REPO / "tests"
+TEST_PATH = re.compile(r"\btests/[\w/]+\.py\b")
+
+
+def suite_files() -> set[str]:
+    """The test files as paths below tests/ (`corpus/test_shards.py`)."""
+    return {str(path.relative_to(TESTS)) for path in TESTS.rglob("test_*.py")}
+
+
+def table_of_test_files() -> list[str]:
+    """The files named in the first cells of development.md's table of test files."""
+    text = (REPO / "docs" / "development.md").read_text(encoding="utf-8")
+    section = text[text.index("## Tests") :]
+    section = section[: section.index("\n## ", 1)]
+    first_cells = [line.split("|")[1] for line in section.splitlines() if line.startswith("| `")]
+    return [name for cell in first_cells for name in re.findall(r"`([^`]+\.py)`", cell)]
+
+
+def test_each_package_of_the_library_has_its_folder_of_tests():
+    packages = {path.parent.name for path in LIBRARY.glob("*/__init__.py")}
+    missing = sorted(name for name in packages if not list((TESTS / name).glob("test_*.py")))
+    assert not missing, f"packages of bert/ without a folder of tests under tests/: {missing}"
+
+
+def test_the_development_table_names_every_test_file_and_only_those():
+    named, existing = table_of_test_files(), suite_files()
+    assert not set(named) - existing, (
+        f"development.md's tests table names no such file: {sorted(set(named) - existing)}"
+    )
+    assert not existing - set(named), (
+        f"test files missing from development.md's tests table: {sorted(existing - set(named))}"
+    )
+
+
+def test_every_test_file_the_docs_and_scripts_name_exists():
+    sources = [*DOCUMENTS, REPO / "Makefile", *sorted((REPO / "scripts").glob("*"))]
+    sources += sorted(
+        path for folder in ("bert", "stages", "bench", "tests") for path in (REPO / folder).rglob("*.py")
+    )
+    stale = [
+        f"{path.relative_to(REPO)}: {name}"
+        for path in sources
+        if path.is_file()
+        for name in sorted(set(TEST_PATH.findall(path.read_text(encoding="utf-8", errors="replace"))))
+        if not (REPO / name).is_file()
+    ]
+    assert not stale, "names of test files that are not there:\n" + "\n".join(stale)

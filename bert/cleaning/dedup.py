@@ -377,131 +377,239 @@ def clean_corpora(
     names = list(inputs)
     chunks = list_chunks(list(inputs.values()))
     total = chunks[-1].first + chunks[-1].end - chunks[-1].start if chunks else 0
-    task_firsts = [chunk.first for chunk in chunks]
-    entries_per_doc = int(settings.exact) + (settings.near.bands if settings.near.enabled else 0)
-    partitions = max(1, math.ceil(total * entries_per_doc / ENTRIES_PER_PARTITION))
     work = output / ".work"
-    for p in range(partitions):
-        (work / f"p{p:05d}").mkdir(parents=True)
-    (work / "shingles").mkdir(parents=True)
+    partitions = _make_spill_folders(work, total, settings)
     initializer = (
         (contamination.load_ngrams, (str(eval_ngrams_file),)) if settings.decontaminate else (None, ())
     )
-    corpus_of = np.repeat(
-        np.array([chunk.corpus for chunk in chunks], np.int32), [chunk.end - chunk.start for chunk in chunks]
-    )
-    sizes, emptied, contaminated = [], [], []
-    cont_docs = {name: {s: 0 for s in eval_sets} for name in names}
-    cont_ngrams = {name: {s: [] for s in eval_sets} for name in names}
-    boilerplate_lines = {name: 0 for name in names}
     with ComputePool(compute, *initializer) as pool:
         if settings.boilerplate_min_documents:
             _find_boilerplate(pool, chunks, settings, partitions, work)
-        tasks = [(chunk, settings, partitions, str(work), number) for number, chunk in enumerate(chunks)]
-        with tqdm(total=total, desc="clean: sign", unit=" docs") as bar:
-            for chunk, (chunk_sizes, chunk_lines, chunk_emptied, chunk_cont, found) in zip(
-                chunks, pool.map(_sign, tasks, describe=lambda task: task[0].describe())
-            ):
-                bar.update(len(chunk_sizes))
-                boilerplate_lines[names[chunk.corpus]] += chunk_lines
-                sizes.append(chunk_sizes)
-                emptied.append(chunk_emptied)
-                contaminated.append(chunk_cont)
-                for name, (count, shared) in found.items():
-                    cont_docs[names[chunk.corpus]][name] += count
-                    cont_ngrams[names[chunk.corpus]][name].append(shared)
-        sizes = np.concatenate(sizes) if sizes else np.zeros(0, np.int64)
-        emptied = np.concatenate(emptied) if emptied else np.zeros(0, bool)
-        contaminated = np.concatenate(contaminated) if contaminated else np.zeros(0, bool)
-
-        exact_pairs, candidate_pairs = [], []
-        bucket_tasks = [(str(work), p, len(chunks)) for p in range(partitions)]
-        for exact, candidates in tqdm(
-            pool.map(_bucket, bucket_tasks, describe=lambda task: f"bucket partition {task[1]}"),
-            total=partitions,
-            desc="clean: buckets",
-            unit=" partitions",
-        ):
-            exact_pairs.append(exact)
-            candidate_pairs.append(candidates)
-        exact_pairs = np.unique(np.concatenate(exact_pairs), axis=0)
-        candidates = np.unique(np.concatenate(candidate_pairs), axis=0)
-        if len(candidates) and len(exact_pairs):  # pairs already exact need no verification
-            known = {tuple(pair) for pair in exact_pairs.tolist()}
-            candidates = candidates[[tuple(pair) not in known for pair in candidates.tolist()]]
-
-        near_pairs, near_similarity = [np.zeros((0, 2), np.int64)], [np.zeros(0)]
-        if len(candidates):
-            owner = np.searchsorted(task_firsts, candidates[:, 0], side="right") - 1
-            groups = np.split(candidates, np.flatnonzero(np.diff(owner)) + 1)  # candidates are sorted
-            verify_tasks = [(str(work), group, task_firsts, settings.near.threshold) for group in groups]
-            for pairs, similarity in tqdm(
-                pool.map(
-                    _verify, verify_tasks, describe=lambda task: f"pairs of documents {task[1][0][0]}.."
-                ),
-                total=len(verify_tasks),
-                desc="clean: verify",
-                unit=" tasks",
-            ):
-                near_pairs.append(pairs)
-                near_similarity.append(similarity)
-        near_pairs, near_similarity = np.concatenate(near_pairs), np.concatenate(near_similarity)
-
-        clusters = _UnionFind()
-        for a, b in np.concatenate([exact_pairs, near_pairs]).tolist():
-            clusters.union(a, b)
-        removed_kind: dict[int, str] = {}
-        exact_later = set(exact_pairs[:, 1].tolist())
-        for ordinal in sorted(clusters.parent):
-            if clusters.find(ordinal) != ordinal:
-                removed_kind[ordinal] = "exact" if ordinal in exact_later else "near"
-        for ordinal in np.flatnonzero(contaminated).tolist():
-            removed_kind[ordinal] = "contaminated"
-        for ordinal in np.flatnonzero(emptied).tolist():
-            removed_kind[ordinal] = "emptied"
-
+        signed = _sign_all(pool, chunks, names, eval_sets, settings, partitions, work, total)
+        exact_pairs, candidates = _bucket_all(pool, work, partitions, len(chunks))
+        task_firsts = [chunk.first for chunk in chunks]
+        near_pairs, near_similarity = _verify_all(
+            pool, work, candidates, task_firsts, settings.near.threshold
+        )
+        removed_kind, roots = _removals(exact_pairs, near_pairs, signed)
         shutil.rmtree(work / "shingles")
-        removed_ordinals = np.array(sorted(removed_kind), np.int64)
-        files, file_first, file_rows = [], {}, {}
-        for chunk in chunks:  # part files in table order, each with its first ordinal and rows
-            key = (chunk.corpus, chunk.path)
-            if key not in file_first:
-                files.append(key)
-                file_first[key], file_rows[key] = chunk.first, 0
-            file_rows[key] += chunk.end - chunk.start
-        write_tasks = []
-        for corpus, path in files:
-            first, rows = file_first[(corpus, path)], file_rows[(corpus, path)]
-            low, high = np.searchsorted(removed_ordinals, [first, first + rows])
-            removed = (removed_ordinals[low:high] - first).tolist()
-            (output / names[corpus]).mkdir(exist_ok=True)
-            strip = (
-                functools.partial(_strip_boilerplate, str(work), settings.lower_case)
-                if settings.boilerplate_min_documents
-                else None
-            )
-            write_tasks.append((path, str(output / names[corpus] / Path(path).name), removed, strip))
-        written = {name: [0, 0] for name in names}
-        for (corpus, _), (documents, size) in zip(
-            files, pool.map(write_kept, write_tasks, describe=lambda task: task[0])
-        ):
-            written[names[corpus]][0] += documents
-            written[names[corpus]][1] += size
+        written = _write_all(pool, chunks, names, removed_kind, output, work, settings)
     shutil.rmtree(work)
 
-    for name in names:
-        if written[name][0] == 0:
+    _check_documents_left(written, settings)
+    metrics = _corpus_metrics(names, chunks, signed, written, removed_kind, roots, settings, eval_sets)
+    metrics["all"] = {
+        "documents_in": total,
+        "documents_out": sum(documents for documents, _ in written.values()),
+        "candidate_pairs": int(len(candidates)),
+        "verified_near_pairs": int(len(near_pairs)),
+    }
+    samples = _samples(chunks, names, roots, removed_kind, near_pairs, near_similarity)
+    return CleanResult(metrics, samples)
+
+
+def _make_spill_folders(work: Path, total: int, settings: CleanSettings) -> int:
+    """Make the spill folders of the bucket partitions and of the shingle sets; returns the number
+    of partitions, enough for each to hold about ENTRIES_PER_PARTITION bucket entries."""
+    entries_per_doc = int(settings.exact) + (settings.near.bands if settings.near.enabled else 0)
+    partitions = max(1, math.ceil(total * entries_per_doc / ENTRIES_PER_PARTITION))
+    for p in range(partitions):
+        (work / f"p{p:05d}").mkdir(parents=True)
+    (work / "shingles").mkdir(parents=True)
+    return partitions
+
+
+@dataclass
+class _Signed:
+    """What pass 1 found: per document (by ordinal) and per corpus."""
+
+    sizes: np.ndarray  # UTF-8 bytes of each document
+    emptied: np.ndarray  # each document: removed as emptied by boilerplate removal
+    contaminated: np.ndarray  # each document: removed as sharing an n-gram with an evaluation set
+    boilerplate_lines: dict[str, int]  # corpus -> boilerplate lines removed
+    contaminated_documents: dict[str, dict[str, int]]  # corpus -> evaluation set -> documents
+    matched_ngrams: dict[str, dict[str, list[np.ndarray]]]  # corpus -> evaluation set -> n-grams found
+
+
+def _sign_all(
+    pool: ComputePool,
+    chunks: list[Chunk],
+    names: list[str],
+    eval_sets: list[str],
+    settings: CleanSettings,
+    partitions: int,
+    work: Path,
+    total: int,
+) -> _Signed:
+    """Pass 1 over every chunk: the buckets' entries and the shingle sets spilled under `work`."""
+    sizes, emptied, contaminated = [], [], []
+    lines = {name: 0 for name in names}
+    documents = {name: {s: 0 for s in eval_sets} for name in names}
+    ngrams = {name: {s: [] for s in eval_sets} for name in names}
+    tasks = [(chunk, settings, partitions, str(work), number) for number, chunk in enumerate(chunks)]
+    with tqdm(total=total, desc="clean: sign", unit=" docs") as bar:
+        for chunk, (chunk_sizes, chunk_lines, chunk_emptied, chunk_contaminated, found) in zip(
+            chunks, pool.map(_sign, tasks, describe=lambda task: task[0].describe())
+        ):
+            bar.update(len(chunk_sizes))
+            corpus = names[chunk.corpus]
+            lines[corpus] += chunk_lines
+            sizes.append(chunk_sizes)
+            emptied.append(chunk_emptied)
+            contaminated.append(chunk_contaminated)
+            for name, (count, shared) in found.items():
+                documents[corpus][name] += count
+                ngrams[corpus][name].append(shared)
+    return _Signed(
+        _joined(sizes, np.int64),
+        _joined(emptied, bool),
+        _joined(contaminated, bool),
+        lines,
+        documents,
+        ngrams,
+    )
+
+
+def _joined(arrays: list[np.ndarray], dtype) -> np.ndarray:
+    return np.concatenate(arrays) if arrays else np.zeros(0, dtype)
+
+
+def _bucket_all(
+    pool: ComputePool, work: Path, partitions: int, signing_tasks: int
+) -> tuple[np.ndarray, np.ndarray]:
+    """Pass 2 over every partition: (exact pairs, candidate pairs that are not exact ones), each
+    pair once, sorted."""
+    exact_pairs, candidate_pairs = [], []
+    tasks = [(str(work), p, signing_tasks) for p in range(partitions)]
+    for exact, candidates in tqdm(
+        pool.map(_bucket, tasks, describe=lambda task: f"bucket partition {task[1]}"),
+        total=partitions,
+        desc="clean: buckets",
+        unit=" partitions",
+    ):
+        exact_pairs.append(exact)
+        candidate_pairs.append(candidates)
+    exact_pairs = np.unique(np.concatenate(exact_pairs), axis=0)
+    candidates = np.unique(np.concatenate(candidate_pairs), axis=0)
+    if len(candidates) and len(exact_pairs):  # pairs already exact need no verification
+        known = {tuple(pair) for pair in exact_pairs.tolist()}
+        candidates = candidates[[tuple(pair) not in known for pair in candidates.tolist()]]
+    return exact_pairs, candidates
+
+
+def _verify_all(
+    pool: ComputePool, work: Path, candidates: np.ndarray, task_firsts: list[int], threshold: float
+) -> tuple[np.ndarray, np.ndarray]:
+    """Pass 3, a task per signing task holding first documents of candidates: the near pairs and
+    their Jaccard similarities."""
+    near_pairs, near_similarity = [np.zeros((0, 2), np.int64)], [np.zeros(0)]
+    if len(candidates):
+        owner = np.searchsorted(task_firsts, candidates[:, 0], side="right") - 1
+        groups = np.split(candidates, np.flatnonzero(np.diff(owner)) + 1)  # candidates are sorted
+        tasks = [(str(work), group, task_firsts, threshold) for group in groups]
+        for pairs, similarity in tqdm(
+            pool.map(_verify, tasks, describe=lambda task: f"pairs of documents {task[1][0][0]}.."),
+            total=len(tasks),
+            desc="clean: verify",
+            unit=" tasks",
+        ):
+            near_pairs.append(pairs)
+            near_similarity.append(similarity)
+    return np.concatenate(near_pairs), np.concatenate(near_similarity)
+
+
+def _removals(
+    exact_pairs: np.ndarray, near_pairs: np.ndarray, signed: _Signed
+) -> tuple[dict[int, str], dict[int, int]]:
+    """Pass 4: how each removed document goes ("exact", "near", "contaminated" or "emptied", by
+    ordinal), and the kept document of each removed duplicate's cluster."""
+    clusters = _UnionFind()
+    for a, b in np.concatenate([exact_pairs, near_pairs]).tolist():
+        clusters.union(a, b)
+    removed_kind: dict[int, str] = {}
+    exact_later = set(exact_pairs[:, 1].tolist())
+    for ordinal in sorted(clusters.parent):
+        if clusters.find(ordinal) != ordinal:
+            removed_kind[ordinal] = "exact" if ordinal in exact_later else "near"
+    for ordinal in np.flatnonzero(signed.contaminated).tolist():
+        removed_kind[ordinal] = "contaminated"
+    for ordinal in np.flatnonzero(signed.emptied).tolist():
+        removed_kind[ordinal] = "emptied"
+    roots = {o: clusters.find(o) for o, kind in removed_kind.items() if kind in ("exact", "near")}
+    return removed_kind, roots
+
+
+def _write_all(
+    pool: ComputePool,
+    chunks: list[Chunk],
+    names: list[str],
+    removed_kind: dict[int, str],
+    output: Path,
+    work: Path,
+    settings: CleanSettings,
+) -> dict[str, list[int]]:
+    """Pass 5: each part file without its removed rows (and boilerplate lines) as
+    output/<corpus>/<its name>; per corpus [documents, bytes] written."""
+    removed_ordinals = np.array(sorted(removed_kind), np.int64)
+    strip = (
+        functools.partial(_strip_boilerplate, str(work), settings.lower_case)
+        if settings.boilerplate_min_documents
+        else None
+    )
+    files = _part_files(chunks)
+    tasks = []
+    for (corpus, path), (first, rows) in files.items():
+        low, high = np.searchsorted(removed_ordinals, [first, first + rows])
+        removed = (removed_ordinals[low:high] - first).tolist()
+        (output / names[corpus]).mkdir(exist_ok=True)
+        tasks.append((path, str(output / names[corpus] / Path(path).name), removed, strip))
+    written = {name: [0, 0] for name in names}
+    for (corpus, _), (documents, size) in zip(
+        files, pool.map(write_kept, tasks, describe=lambda task: task[0])
+    ):
+        written[names[corpus]][0] += documents
+        written[names[corpus]][1] += size
+    return written
+
+
+def _part_files(chunks: list[Chunk]) -> dict[tuple[int, str], tuple[int, int]]:
+    """(corpus, part file) -> (its first ordinal, its rows), in table order."""
+    files: dict[tuple[int, str], tuple[int, int]] = {}
+    for chunk in chunks:
+        first, rows = files.get((chunk.corpus, chunk.path), (chunk.first, 0))
+        files[(chunk.corpus, chunk.path)] = (first, rows + chunk.end - chunk.start)
+    return files
+
+
+def _check_documents_left(written: dict[str, list[int]], settings: CleanSettings) -> None:
+    for name, (documents, _) in written.items():
+        if documents == 0:
             params = "clean.near.threshold" + (
                 ", clean.boilerplate_min_documents" if settings.boilerplate_min_documents else ""
             )
             raise UserError(f"corpus {name}: cleaning removed every document; check {params} or the corpus")
-    roots = {o: clusters.find(o) for o, kind in removed_kind.items() if kind in ("exact", "near")}
+
+
+def _corpus_metrics(
+    names: list[str],
+    chunks: list[Chunk],
+    signed: _Signed,
+    written: dict[str, list[int]],
+    removed_kind: dict[int, str],
+    roots: dict[int, int],
+    settings: CleanSettings,
+    eval_sets: list[str],
+) -> dict:
+    """Each corpus's figures (metrics/clean.json), keyed by its name."""
+    corpus_of = np.repeat(
+        np.array([chunk.corpus for chunk in chunks], np.int32), [chunk.end - chunk.start for chunk in chunks]
+    )
     metrics = {}
     for index, name in enumerate(names):
         in_corpus = corpus_of == index
         metrics[name] = {
             "documents_in": int(in_corpus.sum()),
-            "bytes_in": int(sizes[in_corpus].sum()),
+            "bytes_in": int(signed.sizes[in_corpus].sum()),
             "documents_out": written[name][0],
             "bytes_out": written[name][1],
             "exact_duplicates": sum(
@@ -511,31 +619,24 @@ def clean_corpora(
                 1 for o, k in removed_kind.items() if k == "near" and corpus_of[o] == index
             ),
             "duplicate_clusters_kept_here": len({r for r in roots.values() if corpus_of[r] == index}),
-            "boilerplate_lines_removed": boilerplate_lines[name],
+            "boilerplate_lines_removed": signed.boilerplate_lines[name],
             "duplicates_of_another_corpus": sum(
                 1 for o, r in roots.items() if corpus_of[o] == index and corpus_of[r] != index
             ),
         }
         if settings.boilerplate_min_documents:  # (only then: the default's figures keep their bytes)
-            metrics[name]["emptied_by_boilerplate"] = int(emptied[in_corpus].sum())
+            metrics[name]["emptied_by_boilerplate"] = int(signed.emptied[in_corpus].sum())
         if settings.decontaminate:
             metrics[name]["contamination_removed"] = {
                 s: {
-                    "contaminated_documents": cont_docs[name][s],
-                    "matched_ngrams": int(len(np.unique(np.concatenate(cont_ngrams[name][s]))))
-                    if cont_ngrams[name][s]
+                    "contaminated_documents": signed.contaminated_documents[name][s],
+                    "matched_ngrams": int(len(np.unique(np.concatenate(signed.matched_ngrams[name][s]))))
+                    if signed.matched_ngrams[name][s]
                     else 0,
                 }
                 for s in eval_sets
             }
-    metrics["all"] = {
-        "documents_in": total,
-        "documents_out": sum(documents for documents, _ in written.values()),
-        "candidate_pairs": int(len(candidates)),
-        "verified_near_pairs": int(len(near_pairs)),
-    }
-    samples = _samples(chunks, names, roots, removed_kind, near_pairs, near_similarity)
-    return CleanResult(metrics, samples)
+    return metrics
 
 
 def _find_boilerplate(

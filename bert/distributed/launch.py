@@ -354,42 +354,13 @@ def relaunch_under_torchrun(
     )  # fmt: skip
     descriptor, report = tempfile.mkstemp(prefix="torchrun-", suffix=".json")
     os.close(descriptor)
-    env = {**os.environ, REPORT_ENV: report}
-    env.setdefault(NCCL_ERROR_HANDLING, "1")  # a lost rank ends the job instead of hanging it
-    if threads == "auto":  # today's rule, and a thread count the user set is theirs
-        env.setdefault("OMP_NUM_THREADS", str(threads_per_rank(nproc_per_node)))
-    else:  # the param: what dvc.lock records is what the ranks compute with
-        env["OMP_NUM_THREADS"] = str(threads)
-    # torchrun passes these on to the ranks (it dies of SIGUSR1 otherwise: a SLURM --signal sent to
-    # every process of the job). torchrun's --signals-to-handle, through the PET_ variable its
-    # options read; TORCHELASTIC_ for older torchruns (a newer one overwrites it with that option).
-    signals = "SIGTERM,SIGINT,SIGHUP,SIGQUIT,SIGUSR1"
-    env.setdefault("PET_SIGNALS_TO_HANDLE", signals)
-    env.setdefault("TORCHELASTIC_SIGNALS_TO_HANDLE", signals)
     checkpoint_before = _newest_checkpoint(checkpoint_dir)
-    received, torchrun = [], []
-
-    def forward(signum, frame):  # as SIGTERM, which every torchrun passes on to the ranks
-        received.append(signal.Signals(signum).name)
-        for process in torchrun:
-            process.send_signal(signal.SIGTERM)
-
-    # Handlers first: torchrun must not inherit an ignored signal (`trap '' TERM` before dvc), and
-    # a signal that comes while it starts is passed on once it runs.
-    previous = {name: signal.signal(getattr(signal, name), forward) for name in PREEMPTION_SIGNALS}
     try:
-        process = subprocess.Popen(command, env=env)
-        torchrun.append(process)
-        if received:
-            process.send_signal(signal.SIGTERM)
-        status = process.wait()
-        try:
-            facts = json.loads(Path(report).read_text() or "null")
-        except (OSError, ValueError):
-            facts = None
+        status, received = _run_passing_signals_on(
+            command, _torchrun_environment(report, nproc_per_node, threads)
+        )
+        facts = _read_report(report)
     finally:
-        for name, handler in previous.items():
-            signal.signal(getattr(signal, name), handler)
         Path(report).unlink(missing_ok=True)
     if received:
         preempted_by = received[0]
@@ -407,6 +378,56 @@ def relaunch_under_torchrun(
             line += f"; {_checkpoint_note(checkpoint_dir, checkpoint_before)}"
         raise UserError(line)
     return True
+
+
+def _torchrun_environment(report: str, nproc_per_node: int, threads: int | str) -> dict[str, str]:
+    """This process's environment and what torchrun and its ranks need besides: where torchrun
+    reports a failure, NCCL's error handling, the ranks' threads, the signals passed on."""
+    env = {**os.environ, REPORT_ENV: report}
+    env.setdefault(NCCL_ERROR_HANDLING, "1")  # a lost rank ends the job instead of hanging it
+    if threads == "auto":  # today's rule, and a thread count the user set is theirs
+        env.setdefault("OMP_NUM_THREADS", str(threads_per_rank(nproc_per_node)))
+    else:  # the param: what dvc.lock records is what the ranks compute with
+        env["OMP_NUM_THREADS"] = str(threads)
+    # torchrun passes these on to the ranks (it dies of SIGUSR1 otherwise: a SLURM --signal sent to
+    # every process of the job). torchrun's --signals-to-handle, through the PET_ variable its
+    # options read; TORCHELASTIC_ for older torchruns (a newer one overwrites it with that option).
+    signals = "SIGTERM,SIGINT,SIGHUP,SIGQUIT,SIGUSR1"
+    env.setdefault("PET_SIGNALS_TO_HANDLE", signals)
+    env.setdefault("TORCHELASTIC_SIGNALS_TO_HANDLE", signals)
+    return env
+
+
+def _run_passing_signals_on(command: list[str], env: dict[str, str]) -> tuple[int, list[str]]:
+    """Run torchrun to its end, passing each pre-emption signal this process gets on to it; its
+    exit status and the names of the signals received."""
+    received, torchrun = [], []
+
+    def forward(signum, frame):  # as SIGTERM, which every torchrun passes on to the ranks
+        received.append(signal.Signals(signum).name)
+        for process in torchrun:
+            process.send_signal(signal.SIGTERM)
+
+    # Handlers first: torchrun must not inherit an ignored signal (`trap '' TERM` before dvc), and
+    # a signal that comes while it starts is passed on once it runs.
+    previous = {name: signal.signal(getattr(signal, name), forward) for name in PREEMPTION_SIGNALS}
+    try:
+        process = subprocess.Popen(command, env=env)
+        torchrun.append(process)
+        if received:
+            process.send_signal(signal.SIGTERM)
+        return process.wait(), received
+    finally:
+        for name, handler in previous.items():
+            signal.signal(getattr(signal, name), handler)
+
+
+def _read_report(report: str) -> dict | None:
+    """What bert.distributed.torchrun wrote about the run; None when it wrote nothing readable."""
+    try:
+        return json.loads(Path(report).read_text() or "null")
+    except (OSError, ValueError):
+        return None
 
 
 def failure_line(facts: dict | None, status: int, log_dir: str | os.PathLike) -> str:

@@ -30,6 +30,7 @@ import urllib.error
 import urllib.parse
 import urllib.request
 from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 from typing import TypeVar
 
@@ -187,8 +188,33 @@ def download_http(
 ) -> tuple[str | None, dict]:
     """Fill `part` from `url`, resuming and retrying; returns the hex digest of the whole file and
     what the server said about it (`.part.json`: ETag, Last-Modified, size)."""
-    meta_file = meta_path(part)
-    meta = read_meta(meta_file)
+    state = _Attempts(meta=_resumable_meta(url, part))
+    while True:
+        try:
+            return _attempt(url, part, algorithm, state, timeout), state.meta
+        except _StartOver:
+            continue
+        except Transient as error:
+            _after_failure(url, part, error, state, retries, backoff)
+
+
+@dataclass
+class _Attempts:
+    """What the attempts of one download have learnt."""
+
+    meta: dict  # the `.part`'s record (`.part.json`): source, etag, last_modified, total
+    failures: int = 0
+    server_ignores_range: bool = False  # it answered a Range request with the whole file
+
+
+class _StartOver(Exception):
+    """The `.part` does not fit the file on the server and is gone: the next attempt starts at byte
+    0 at once, no failure counted."""
+
+
+def _resumable_meta(url: str, part: Path) -> dict:
+    """The record of a `.part` that may be resumed; a `.part` that may not is removed first."""
+    meta = read_meta(meta_path(part))
     if part.exists() and meta.get("source") != url:
         log.info("%s: left over from another source; starting over", part)
         remove_part(part)
@@ -198,76 +224,89 @@ def download_http(
             "%s: the server gave no ETag or Last-Modified to prove it is the same file; starting over", part
         )
         remove_part(part)
-    failures = 0
-    server_ignores_range = False
-    while True:
-        offset = part.stat().st_size if part.exists() else 0
-        validator = meta.get("etag") or meta.get("last_modified")
-        headers = {}
+    return meta
+
+
+def _attempt(url: str, part: Path, algorithm: str | None, state: _Attempts, timeout: float) -> str | None:
+    """One request for the bytes the `.part` lacks (all of them when it is not there), appended to
+    it; the digest of the whole file (None without an `algorithm`). Transient when cut."""
+    offset = part.stat().st_size if part.exists() else 0
+    validator = state.meta.get("etag") or state.meta.get("last_modified")
+    headers = {}
+    if offset:
+        headers["Range"] = f"bytes={offset}-"
+        if validator:
+            headers["If-Range"] = validator
+    with _open(url, headers, timeout) as response:
+        if response.status == 416:
+            offset = _handle_unsatisfiable_range(response, part, offset)
+            if offset == 0:
+                raise _StartOver
+            return _digest_so_far(part, algorithm, offset).hexdigest() if algorithm else None
+        offset = _offset_served(url, part, response, offset, validator, state)
+        total = _total_size(response, offset)
+        state.meta = {
+            "source": url,
+            "etag": response.headers.get("ETag"),
+            "last_modified": response.headers.get("Last-Modified"),
+            "total": total,
+        }
+        meta_path(part).write_text(json.dumps(state.meta), encoding="utf-8")
         if offset:
-            headers["Range"] = f"bytes={offset}-"
-            if validator:
-                headers["If-Range"] = validator
-        try:
-            with _open(url, headers, timeout) as response:
-                if response.status == 416:
-                    offset = _handle_unsatisfiable_range(response, part, offset)
-                    if offset == 0:
-                        continue
-                    total = offset
-                else:
-                    new_validator = response.headers.get("ETag") or response.headers.get("Last-Modified")
-                    if offset and response.status == 200:
-                        if validator and new_validator and new_validator != validator:
-                            log.info(
-                                "%s: the file changed on the server since the partial download; starting over",
-                                url,
-                            )
-                        else:
-                            log.warning(
-                                "%s: the server ignored the Range request (no resume); starting over", url
-                            )
-                            server_ignores_range = True
-                        offset = 0
-                    elif response.status == 206:
-                        _check_content_range(response, part, offset)
-                        if new_validator and new_validator != validator:  # If-Range ignored
-                            remove_part(part)
-                            raise Transient("the file changed on the server since the partial download")
-                    total = _total_size(response, offset)
-                    meta = {
-                        "source": url,
-                        "etag": response.headers.get("ETag"),
-                        "last_modified": response.headers.get("Last-Modified"),
-                        "total": total,
-                    }
-                    meta_file.write_text(json.dumps(meta), encoding="utf-8")
-                    if offset:
-                        log.info("%s: resuming at %s of %s", part.name, human(offset), human(total))
-                hasher = None
-                if algorithm:  # on resume, the bytes already on disk are part of the digest too
-                    hasher = hash_file(part, algorithm, offset) if offset else hashlib.new(algorithm)
-                if response.status != 416:
-                    _stream(response, part, offset, total, hasher)
-            return (hasher.hexdigest() if hasher else None), meta
-        except Transient as error:
-            if server_ignores_range:
-                remove_part(part)
-                raise UserError(
-                    f"{url}: the server does not support resuming downloads (it answered a Range request "
-                    f"with the whole file) and the transfer was cut again ({error}); try again later, or fetch "
-                    "the file another way and give its local path"
-                ) from None
-            failures += 1
-            if not (meta.get("etag") or meta.get("last_modified")):
-                remove_part(part)  # see above: such a .part cannot be resumed
-            have = part.stat().st_size if part.exists() else 0
-            if failures > retries:
-                kept = f"; {human(have)} kept for the next run, run again to resume" if have else ""
-                raise UserError(f"{url}: failed after {failures} attempts: {error}{kept}") from None
-            delay = error.retry_after if error.retry_after is not None else backoff * 2 ** (failures - 1)
-            log.warning("%s: %s; retry %d/%d in %.1f s", url, error, failures, retries, delay)
-            time.sleep(delay)
+            log.info("%s: resuming at %s of %s", part.name, human(offset), human(total))
+        hasher = _digest_so_far(part, algorithm, offset) if algorithm else None
+        _stream(response, part, offset, total, hasher)
+    return hasher.hexdigest() if hasher else None
+
+
+def _digest_so_far(part: Path, algorithm: str, offset: int) -> "hashlib._Hash":
+    """A hasher fed the `.part`'s first `offset` bytes: on resume they are part of the digest too."""
+    return hash_file(part, algorithm, offset) if offset else hashlib.new(algorithm)
+
+
+def _offset_served(
+    url: str, part: Path, response, offset: int, validator: str | None, state: _Attempts
+) -> int:
+    """Where the response's body starts in the file: `offset` when it resumes the `.part`, 0 when
+    the server sent the whole file (it changed, or the server ignores Range requests)."""
+    new_validator = response.headers.get("ETag") or response.headers.get("Last-Modified")
+    if offset and response.status == 200:
+        if validator and new_validator and new_validator != validator:
+            log.info("%s: the file changed on the server since the partial download; starting over", url)
+        else:
+            log.warning("%s: the server ignored the Range request (no resume); starting over", url)
+            state.server_ignores_range = True
+        return 0
+    if response.status == 206:
+        _check_content_range(response, part, offset)
+        if new_validator and new_validator != validator:  # If-Range ignored
+            remove_part(part)
+            raise Transient("the file changed on the server since the partial download")
+    return offset
+
+
+def _after_failure(
+    url: str, part: Path, error: Transient, state: _Attempts, retries: int, backoff: float
+) -> None:
+    """After a cut attempt: give up in one line (UserError) when no retry is left or the server
+    cannot resume a transfer it cut again, else wait out the back-off."""
+    if state.server_ignores_range:
+        remove_part(part)
+        raise UserError(
+            f"{url}: the server does not support resuming downloads (it answered a Range request "
+            f"with the whole file) and the transfer was cut again ({error}); try again later, or fetch "
+            "the file another way and give its local path"
+        ) from None
+    state.failures += 1
+    if not (state.meta.get("etag") or state.meta.get("last_modified")):
+        remove_part(part)  # such a .part cannot be resumed (_resumable_meta)
+    have = part.stat().st_size if part.exists() else 0
+    if state.failures > retries:
+        kept = f"; {human(have)} kept for the next run, run again to resume" if have else ""
+        raise UserError(f"{url}: failed after {state.failures} attempts: {error}{kept}") from None
+    delay = error.retry_after if error.retry_after is not None else backoff * 2 ** (state.failures - 1)
+    log.warning("%s: %s; retry %d/%d in %.1f s", url, error, state.failures, retries, delay)
+    time.sleep(delay)
 
 
 def _open(url: str, headers: dict[str, str], timeout: float) -> http.client.HTTPResponse:

@@ -56,6 +56,35 @@ def postprocess(
     so "Lincoln" stays "Lincoln" before "Lincoln," and "state-of-the" stays as predicted.
     google-research/bert's run_squad.py would answer "Cruso" here: get_final_text aligns the
     de-tokenised prediction with the original words and cuts them character by character."""
+    start_logits, end_logits = _checked_logits(
+        features, start_logits, end_logits, n_best_size, max_answer_length
+    )
+    candidates = _candidate_spans(
+        features, start_logits, end_logits, n_best_size, max_answer_length, len(examples)
+    )
+    windows_of = collections.defaultdict(list)
+    for f, i in enumerate(features.example_index.tolist()):
+        windows_of[i].append(f)
+
+    predictions, nbest_json, null_odds = {}, {}, {}
+    for i, example in enumerate(examples):
+        null = null_answer(start_logits, end_logits, windows_of[i]) if version_2 else None
+        nbest = n_best(candidates.ranked(i, example.context), n_best_size, null)
+        nbest_json[example.qid] = _nbest_entries(nbest)
+        best_span = next((span for span in nbest if span.text), NO_SPAN)
+        if null is None:
+            predictions[example.qid] = best_span.text
+        else:
+            predictions[example.qid], null_odds[example.qid] = choose_answer(
+                best_span, null, null_score_diff_threshold
+            )
+    return predictions, nbest_json, null_odds
+
+
+def _checked_logits(
+    features: SquadFeatures, start_logits, end_logits, n_best_size: int, max_answer_length: int
+) -> tuple[np.ndarray, np.ndarray]:
+    """The logits as float32 arrays, once the sizes and their shapes are checked (ValueError)."""
     if n_best_size < 1 or max_answer_length < 1:
         raise ValueError("n_best_size and max_answer_length must be at least 1")
     start_logits = np.asarray(start_logits, dtype=np.float32)
@@ -65,7 +94,48 @@ def postprocess(
             f"logits of shape {start_logits.shape} / {end_logits.shape} do not match "
             f"the features {features.input_ids.shape}"
         )
-    # Candidate spans of all windows at once: the k best starts x the k best ends of each window.
+    return start_logits, end_logits
+
+
+class _Candidates(NamedTuple):
+    """The candidate spans of every window, one row each, grouped by question (windows in their
+    order): question i's are rows bounds[i]:bounds[i + 1]. A span's answer is the context's
+    characters first_char:end_char."""
+
+    score: np.ndarray
+    start_logit: np.ndarray
+    end_logit: np.ndarray
+    first_char: np.ndarray
+    end_char: np.ndarray
+    bounds: np.ndarray
+
+    def ranked(self, question: int, context: str) -> Iterable[tuple[float, Span]]:
+        """A question's (score, span) pairs, best first, ties in window order; each span's text is
+        cut out of the context only as far as the n-best list reads them."""
+        lo, hi = self.bounds[question], self.bounds[question + 1]
+        ranked = lo + np.argsort(-self.score[lo:hi], kind="stable")
+        spans = (
+            Span(
+                context[self.first_char[c] : self.end_char[c]],
+                float(self.start_logit[c]),
+                float(self.end_logit[c]),
+            )
+            for c in ranked
+        )
+        return zip(self.score[ranked], spans)
+
+
+def _candidate_spans(
+    features: SquadFeatures,
+    start_logits: np.ndarray,
+    end_logits: np.ndarray,
+    n_best_size: int,
+    max_answer_length: int,
+    questions: int,
+) -> _Candidates:
+    """Candidate spans of all windows at once: the k best starts x the k best ends of each window
+    (k = n_best_size, or the window's length when shorter), the end not before the start, at most
+    max_answer_length tokens."""
     k = min(n_best_size, start_logits.shape[1])
     top_starts, start_ok = _top_positions(start_logits, features.token_is_max_context, k)
     top_ends, end_ok = _top_positions(end_logits, features.offsets[:, :, 0] >= 0, k)
@@ -78,45 +148,29 @@ def postprocess(
     score = start_logit + end_logit
     start, end = top_starts[window, start_rank], top_ends[window, end_rank]
     first_char, end_char = features.word_offsets[window, start, 0], features.word_offsets[window, end, 1]
-    # Group the candidates by question (stable: windows keep their order) and find each question's windows.
+    # Group the candidates by question (stable: windows keep their order) and find each question's rows.
     by_example = np.argsort(features.example_index[window], kind="stable")
-    window, score, first_char, end_char = (a[by_example] for a in (window, score, first_char, end_char))
-    start_logit, end_logit = start_logit[by_example], end_logit[by_example]
-    bounds = np.searchsorted(features.example_index[window], np.arange(len(examples) + 1))
-    windows_of = collections.defaultdict(list)
-    for f, i in enumerate(features.example_index.tolist()):
-        windows_of[i].append(f)
+    window = window[by_example]
+    bounds = np.searchsorted(features.example_index[window], np.arange(questions + 1))
+    columns = (score, start_logit, end_logit, first_char, end_char)
+    return _Candidates(*(column[by_example] for column in columns), bounds)
 
-    predictions, nbest_json, null_odds = {}, {}, {}
-    for i, example in enumerate(examples):
-        lo, hi = bounds[i], bounds[i + 1]
-        ranked = lo + np.argsort(-score[lo:hi], kind="stable")  # ties in window order
-        spans = (  # made only as far as the n-best list reads them
-            Span(example.context[first_char[c] : end_char[c]], float(start_logit[c]), float(end_logit[c]))
-            for c in ranked
-        )
-        null = null_answer(start_logits, end_logits, windows_of[i]) if version_2 else None
-        nbest = n_best(zip(score[ranked], spans), n_best_size, null)
-        totals = np.array([span.score for span in nbest], dtype=np.float64)
-        probabilities = np.exp(totals - totals.max())
-        probabilities /= probabilities.sum()
-        nbest_json[example.qid] = [
-            {
-                "text": span.text,
-                "probability": float(p),
-                "start_logit": span.start_logit,
-                "end_logit": span.end_logit,
-            }
-            for span, p in zip(nbest, probabilities)
-        ]
-        best_span = next((span for span in nbest if span.text), NO_SPAN)
-        if null is None:
-            predictions[example.qid] = best_span.text
-        else:
-            predictions[example.qid], null_odds[example.qid] = choose_answer(
-                best_span, null, null_score_diff_threshold
-            )
-    return predictions, nbest_json, null_odds
+
+def _nbest_entries(nbest: list[Span]) -> list[dict]:
+    """The n-best list as nbest_predictions.json holds it, each span with its softmax probability
+    over the list."""
+    totals = np.array([span.score for span in nbest], dtype=np.float64)
+    probabilities = np.exp(totals - totals.max())
+    probabilities /= probabilities.sum()
+    return [
+        {
+            "text": span.text,
+            "probability": float(p),
+            "start_logit": span.start_logit,
+            "end_logit": span.end_logit,
+        }
+        for span, p in zip(nbest, probabilities)
+    ]
 
 
 def n_best(

@@ -15,7 +15,7 @@ from bert.model.network import BertForMultipleChoice, BertForSequenceClassificat
 from bert.tasks.metrics import accuracy, pearson
 from bert.text.tokenization import load_tokenizer
 from bert.training.optim import warmup_poly_schedule
-from tests.test_hf import padded_batch
+from tests.model.test_hf import padded_batch
 
 transformers = pytest.importorskip("transformers")
 torch.set_num_threads(2)

@@ -16,7 +16,7 @@ from bert.pretraining.instances import ExampleConfig, write_instances
 from bert.pretraining.loader import PretrainingData
 from bert.pretraining.loss import pretraining_objective
 from bert.text.tokenization import load_tokenizer
-from tests.test_hf import masked_positions, padded_batch
+from tests.model.test_hf import masked_positions, padded_batch
 
 transformers = pytest.importorskip("transformers")
 torch.set_num_threads(2)

@@ -27,7 +27,7 @@ from bert.training.optim import Lamb, build_optimizer, fit_optimizer_state, warm
 from tests.support.loop import run_loop
 from tests.support.shard_fixtures import tiny_model, write_shards
 from tests.support.stage_workspace import REPO
-from tests.test_training import pretrain
+from tests.training.test_training import pretrain
 
 torch.set_num_threads(1)
 
