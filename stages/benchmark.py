@@ -128,13 +128,13 @@ def pretraining_figures(params, phase: str, config, device: torch.device, compar
     """A pretraining step of the model's config (random weights) at the phase's shape, as pretrain runs it."""
     spec, examples = params.benchmark, getattr(params.examples, phase)
     seq_len, precision = examples.max_seq_length, params.pretrain.precision
-    masked = masked_per_sequence(seq_len, params.examples.masked_lm_prob, examples.max_predictions_per_seq)
+    masked = masked_per_sequence(seq_len, examples.masked_lm_prob, examples.max_predictions_per_seq)
     sweep = partial(matmul_peak, config, spec.pretraining_batch_size * seq_len, device, precision)
     before = sweep()  # and after each round (time_pretraining): the best sweep counts
     models = ("ours", "transformers") if compare else ("ours",)
     result = time_pretraining(config, spec.pretraining_batch_size, seq_len, masked, models, steps=1, warmup=spec.warmup_steps,
                               rounds=spec.steps, precision=precision, device=device,
-                              optimizer=params.pretrain.optimizer, measure_peak=sweep)  # fmt: skip
+                              optimizer=params.recipe(phase).optimizer, measure_peak=sweep)  # fmt: skip
     peak = max(before.tflops, result["matmul_peak"]["tflops"])
     ours = result["models"]["ours"]
     figures = {

@@ -77,7 +77,7 @@ def pretrain(params: Params, phase: str, distributed: Distributed) -> None:
     # apex's FusedLayerNorm with use_apex (as FusedLAMB below); both fall back to torch when absent
     options = family.pretraining_options(
         start_family, unpad=unpad, apex_layer_norm=params.pretrain.use_apex,
-        next_sentence=params.examples.next_sentence,
+        next_sentence=examples.next_sentence,
     )  # fmt: skip
     torch.manual_seed(params.seed)  # the same fresh heads on every rank
     model = start_model(params, phase, vocab_file, vocab_size, options)
@@ -90,12 +90,12 @@ def pretrain(params: Params, phase: str, distributed: Distributed) -> None:
     scheduler = learning_rate_schedule(optimizer, recipe, spec.max_steps)
 
     masking = None
-    if params.examples.masking == "dynamic":
+    if examples.masking == "dynamic":
         masking = DynamicMasking.from_vocab(
             vocab_file,
-            params.examples.masked_lm_prob,
+            examples.masked_lm_prob,
             examples.max_predictions_per_seq,
-            params.examples.whole_word_mask,
+            examples.whole_word_mask,
         )
     data = PretrainingData(
         shards,
@@ -162,7 +162,7 @@ def start_model(
                 "run `dvc repro vocab` with vocab.source: weights"
             )
     kind = family.model_type(directory)
-    if kind == "modernbert" and params.examples.next_sentence:
+    if kind == "modernbert" and getattr(params.examples, phase).next_sentence:
         raise UserError(
             f"examples.next_sentence is true, but {directory} ({where}) is a ModernBERT, which has no "
             "next-sentence head; set examples.next_sentence: false (MLM only)"
@@ -223,7 +223,7 @@ def _described(params: Params, phase: str, recipe: Recipe, shards: list[Path]) -
         "grad_clip": recipe.grad_clip,
         "global_batch": recipe.global_batch_size,
         "seed": recipe.seed,
-        "masking": params.examples.masking,
+        "masking": getattr(params.examples, phase).masking,
         "shards": [(p.name, p.stat().st_size) for p in shards],
         # What the shards were made from and how (the manifest lists params, vocab hash and counts).
         "manifest": file_sha256(layout.examples(phase) / "manifest.json"),
@@ -231,7 +231,9 @@ def _described(params: Params, phase: str, recipe: Recipe, shards: list[Path]) -
         # From released weights: their weights file (not model.size) says where it starts.
         "init": _start_weights(params, phase),
     }
-    if not params.examples.next_sentence:  # named only when off, so older checkpoints still resume
+    if not getattr(
+        params.examples, phase
+    ).next_sentence:  # named only when off, so older checkpoints still resume
         described["next_sentence"] = False
     if (
         params.pretrain.length_binning
