@@ -33,7 +33,7 @@ from stages.common import layout
 from stages.common.params import load_params
 
 log = logging.getLogger("benchmark")
-MODEL_DIR = layout.model("squad")
+MODEL_DIR = layout.model(layout.SQUAD)
 DEV_FILE = layout.SQUAD_DEV
 METRICS_FILE = layout.metrics("benchmark")
 
@@ -89,7 +89,7 @@ def main() -> None:
         log.warning(
             "pretraining not timed: the model is a ModernBERT (bench/modernbert_step.py times its step)"
         )
-    for phase in ("phase1", "phase2") if timed else ():
+    for phase in layout.PHASES if timed else ():
         seq_len = getattr(params.examples, phase).max_seq_length
         if seq_len > config.max_position_embeddings:  # a model that pretraining could not have made
             log.warning("pretraining %s not timed: examples.%s.max_seq_length %d exceeds the model's "

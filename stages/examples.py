@@ -13,7 +13,7 @@ from stages.common.params import load_params
 
 def main() -> None:
     parser = argparse.ArgumentParser(prog="python -m stages.examples")
-    parser.add_argument("phase", choices=["phase1", "phase2"])
+    parser.add_argument("phase", choices=layout.PHASES)
     phase = parser.parse_args().phase
     params = load_params()
     config = getattr(

@@ -69,7 +69,8 @@ def test_the_schema_does_not_import_torch():
     assert (
         done.stdout.strip()
         == "['bert.cleaning', 'bert.cleaning.settings', 'bert.compute', 'bert.errors', 'bert.inputs', 'bert.model', "
-        "'bert.model.presets', 'bert.pretraining', 'bert.pretraining.examples', 'bert.ranges', 'bert.training', "
+        "'bert.model.presets', 'bert.pretraining', 'bert.pretraining.examples', 'bert.ranges', 'bert.tasks', "
+        "'bert.tasks.catalogue', 'bert.training', "
         "'bert.training.recipe']"
     )
 

@@ -15,7 +15,7 @@ import bert.training.finetune
 from bert.distributed.launch import Distributed
 from bert.errors import UserError
 from bert.model.network import BertForQuestionAnswering
-from bert.tasks.data import task_named
+from bert.tasks.catalogue import task_named
 from bert.tasks.model import load_task_model
 from bert.training.finetune import steps_for_epochs
 from bert.training.loop import RunRecord

@@ -13,7 +13,8 @@ from bert.pretraining.examples import ExampleConfig
 from bert.pretraining.instances import create_from_files
 from bert.squad.dataset import Answer, SquadExample
 from bert.squad.features import make_features as squad_features
-from bert.tasks.data import TASKS, read_split
+from bert.tasks.catalogue import TASKS
+from bert.tasks.data import read_split
 from bert.tasks.features import make_features as task_features
 from bert.text.tokenization import TokenLayout, load_tokenizer_from_dir
 from bert.text.vocab import prepare_vocab, released_lower_case

@@ -15,6 +15,7 @@ error comes before any stage runs, and this prints the project's line for it.
 """
 
 import dataclasses
+import functools
 import os
 import re
 from dataclasses import dataclass
@@ -28,7 +29,9 @@ from bert.inputs import read_yaml
 from bert.model.presets import SIZES, config_file, family_and_positions
 from bert.pretraining.examples import ExampleConfig
 from bert.ranges import Count, Range, Seed, Share
+from bert.tasks.catalogue import TASKS, Task
 from bert.training.recipe import FineTuningRecipe, Recipe, RunSettings, schedule_problem
+from stages.common.layout import BUILT_WEIGHTS, PHASES, SQUAD, run_kind
 from stages.common.schema import Given, Override, decode, show
 
 PARAMS_FILE = Path("params.yaml")
@@ -36,10 +39,8 @@ PARAMS_FILE = Path("params.yaml")
 NAME = re.compile(r"[A-Za-z0-9_-]+")
 # A task's init when it starts where SQuAD does, from finetune.init's folder.
 TASK_INIT_DEFAULT = "finetune.init"
-# The pretraining phases (each with its pretrain.<phase> and examples.<phase>), in the order they run.
-PHASES = ("phase1", "phase2")
 # Starting folders the pipeline builds itself (data/weights/<name>): fresh weights, and each phase's model.
-BUILT_INITS = ("random", *PHASES)
+BUILT_INITS = tuple(BUILT_WEIGHTS)
 
 
 def written_once_in(block: str, *keys: str) -> Given:
@@ -101,10 +102,9 @@ EXAMPLES_OF_EVERY_PHASE = written_once_in(
 )
 
 
-@dataclass
-class Examples:
-    phase1: Annotated[ExampleConfig, EXAMPLES_OF_EVERY_PHASE]
-    phase2: Annotated[ExampleConfig, EXAMPLES_OF_EVERY_PHASE]
+Examples = dataclasses.make_dataclass(
+    "Examples", [(phase, Annotated[ExampleConfig, EXAMPLES_OF_EVERY_PHASE]) for phase in PHASES]
+)
 
 
 @dataclass
@@ -135,16 +135,26 @@ RECIPE_OF_EVERY_PHASE = Given(
 
 
 @dataclass(frozen=True)
-class Pretrain(RunSettings):
-    """The phases' run settings (bert.training.recipe.RunSettings), and each phase's recipe."""
+class PretrainBlock(RunSettings):
+    """The phases' run settings (bert.training.recipe.RunSettings), and each phase's recipe (Pretrain)."""
 
     # The phases run, in order, each with the data/weights folder it starts from: the first from
     # random or a key of `weights`, the second from the first (Params.pretrain_start, _check).
     phases: dict[str, str]
-    phase1: Annotated[PretrainPhase, RECIPE_OF_EVERY_PHASE]
-    phase2: Annotated[PretrainPhase2, RECIPE_OF_EVERY_PHASE]
     use_apex: bool
     data_workers: Annotated[int, Range(low=0, meaning="0 = load in the training process")]
+
+
+# pretrain.<phase> for each phase: the first a PretrainPhase, a later one a PretrainPhase2.
+Pretrain = dataclasses.make_dataclass(
+    "Pretrain",
+    [
+        (phase, Annotated[PretrainPhase2 if later else PretrainPhase, RECIPE_OF_EVERY_PHASE])
+        for later, phase in enumerate(PHASES)
+    ],
+    bases=(PretrainBlock,),
+    frozen=True,
+)
 
 
 @dataclass
@@ -203,29 +213,15 @@ class Finetune(RunSettings):
 
 
 @dataclass
-class Splits:
-    """The file of each split among a task's sources, by name (SWAG's dev split is val.csv)."""
-
-    train: str
-    dev: str
-
-
-@dataclass
-class MnliSplits:
-    train: str
-    dev_matched: str
-    dev_mismatched: str
-
-
-@dataclass
 class TaskParams:
     """One SWAG or GLUE task: where its files come from, its length, and its recipe's overrides."""
 
     sources: list[str]  # the task's files, its folder, or a .zip of it (URLs or paths)
     checksums: list[str | None]  # empty: none checked; else one per source
-    # Each split's file name among the sources; download_task@<task> finds them by these names and
-    # keeps each under its published one (bert.tasks.data.with_source_files).
-    splits: Splits
+    # Each split's file name among the sources, by split (SWAG's dev split is val.csv): a type of the
+    # task's own splits (_task_params; MNLI has two dev splits). download_task@<task> finds the files
+    # by these names and keeps each under its published one (bert.tasks.data.with_source_files).
+    splits: object
     max_seq_length: Annotated[int, Range(low=8)]
     recipe: RecipeOverride
     # Empty: one run, with the recipe's seed. Else one run per seed (the recipe's seed replaced):
@@ -233,30 +229,25 @@ class TaskParams:
     seeds: list[Seed]
 
 
-@dataclass
-class MnliParams(TaskParams):
-    splits: MnliSplits  # two dev splits: matched and mismatched genres
+def _task_params(task: Task) -> type:
+    """tasks.<task>'s block: TaskParams with a file name for each of the task's splits."""
+    splits = dataclasses.make_dataclass(
+        f"{task.name.capitalize()}Splits", [(split, str) for split in task.splits]
+    )
+    return dataclasses.make_dataclass(
+        f"{task.name.capitalize()}Params", [("splits", splits)], bases=(TaskParams,)
+    )
 
 
-TaskName = Literal["swag", "cola", "sst2", "mrpc", "stsb", "qqp", "mnli", "qnli", "rte"]
-
-
-@dataclass
-class Tasks:
-    # The tasks the pipeline fine-tunes on (stages finetune_task@<task>, ...), in order, each with
-    # where it starts: finetune.init's folder, or the model of a task before it (rte: mnli), the head
-    # kept when the labels are the same. dvc.yaml's dependency data/models/tasks/<start> is that
-    # task's model, or the committed placeholder data/models/tasks/finetune.init.
-    run: dict[TaskName, str]
-    swag: TaskParams
-    cola: TaskParams
-    sst2: TaskParams
-    mrpc: TaskParams
-    stsb: TaskParams
-    qqp: TaskParams
-    mnli: MnliParams
-    qnli: TaskParams
-    rte: TaskParams
+TaskName = Literal[tuple(TASKS)]
+# The tasks params.yaml takes, a block each (tasks.<task>), as bert.tasks.catalogue lists them; and
+# `run`: the tasks the pipeline fine-tunes on (stages finetune_task@<task>, ...), in order, each with
+# where it starts: finetune.init's folder, or the model of a task before it (rte: mnli), the head
+# kept when the labels are the same. dvc.yaml's dependency data/models/tasks/<start> is that
+# task's model, or the committed placeholder data/models/tasks/finetune.init.
+Tasks = dataclasses.make_dataclass(
+    "Tasks", [("run", dict[TaskName, str]), *((name, _task_params(task)) for name, task in TASKS.items())]
+)
 
 
 @dataclass
@@ -309,18 +300,17 @@ class Params:
 
     def recipe(self, of: str) -> Recipe:
         """The recipe of phase1, phase2, "squad" or a task, built once from params.yaml: a phase's
-        from pretrain and pretrain.<phase> (its seed the top-level one); SQuAD's and a task's is
-        finetune.recipe with squad.recipe's or tasks.<task>.recipe's changes."""
-        if of in PHASES:
-            phase: PretrainPhase = getattr(self.pretrain, of)
-            return Recipe(**{field.name: getattr(phase, field.name) for field in dataclasses.fields(Recipe)})
-        overrides = self.squad.recipe if of == "squad" else getattr(self.tasks, of).recipe
-        return dataclasses.replace(self.finetune.recipe, **overrides)
+        block is one (with its max_steps); SQuAD's and a task's is finetune.recipe with
+        squad.recipe's or tasks.<task>.recipe's changes."""
+        block = self._block(run_kind(of).of(of, "recipe"))
+        if isinstance(block, Recipe):
+            return Recipe(**{field.name: getattr(block, field.name) for field in dataclasses.fields(Recipe)})
+        return dataclasses.replace(self.finetune.recipe, **block)
 
     def run_settings(self, of: str) -> RunSettings:
         """How the run of phase1, phase2, "squad" or a task computes and records: pretrain's or
         finetune's shared keys."""
-        block = self.pretrain if of in PHASES else self.finetune
+        block = self._block(run_kind(of).run_settings)
         return RunSettings(
             **{field.name: getattr(block, field.name) for field in dataclasses.fields(RunSettings)}
         )
@@ -328,14 +318,10 @@ class Params:
     def check_global_batch(self, of: str) -> None:
         """Every training stage, before any work: the global batch of `of` (phase1, phase2, squad or
         a task) splits into micro-batches on every process, or one line names the params."""
-        recipe = self.recipe(of)
-        if of in PHASES:
-            where, prefix = "", f"pretrain.{of}."
-        else:
-            where = (
-                "finetune.recipe with " + ("squad.recipe" if of == "squad" else f"tasks.{of}.recipe") + ": "
-            )
-            prefix = ""
+        recipe, written = self.recipe(of), run_kind(of).of(of, "recipe")
+        # A phase's block is a recipe, both keys in it; SQuAD's and a task's changes finetune.recipe.
+        whole = isinstance(self._block(written), Recipe)
+        where, prefix = ("", f"{written}.") if whole else (f"finetune.recipe with {written}: ", "")
         world_size = self.distributed.nproc_per_node * self.distributed.nnodes
         if recipe.global_batch_size % (recipe.micro_batch_size * world_size):
             raise UserError(
@@ -343,6 +329,10 @@ class Params:
                 f"{prefix}micro_batch_size {recipe.micro_batch_size} x world size {world_size} "
                 "(distributed.nproc_per_node x nnodes); change one of them so that it divides exactly"
             )
+
+    def _block(self, dotted: str):
+        """The value of the params block `dotted` (pretrain.phase1, tasks.rte.recipe)."""
+        return functools.reduce(getattr, dotted.split("."), self)
 
 
 def load_params(path: str | Path = PARAMS_FILE) -> Params:
@@ -533,9 +523,13 @@ def _phase_problems(params: Params) -> list[str]:
     phases = params.pretrain.phases
     names = list(phases)
     if not names or names != [phase for phase in PHASES if phase in phases] or len(names) != len(phases):
+        starts = [
+            f"{PHASES[0]}: random",
+            *(f"{phase}: {before}" for before, phase in zip(PHASES, PHASES[1:])),
+        ]
         return [
-            f"pretrain.phases names {', '.join(names) or 'no phase'}; it runs phase1, phase2 or both, in that "
-            "order, each with the folder it starts from (phase1: random, phase2: phase1)"
+            f"pretrain.phases names {', '.join(names) or 'no phase'}; it runs {', '.join(PHASES)} or both, in "
+            f"that order, each with the folder it starts from ({', '.join(starts)})"
         ]
     first, *later = names
     problems = []
@@ -549,11 +543,12 @@ def _phase_problems(params: Params) -> list[str]:
             problems.append(
                 f"pretrain.phases.{phase} is {phases[phase]!r}; a later phase starts from the one before it: {before}"
             )
-    if params.pretrain.phase2.init_optimizer_from_phase1 and phases.get("phase2") != "phase1":
-        problems.append(
-            "pretrain.phase2.init_optimizer_from_phase1 is on but pretrain.phases does not run phase2 from "
-            "phase1; turn it off"
-        )
+    for phase in PHASES[1:]:  # a later phase's optimizer may start where the first one's ended
+        if getattr(params.pretrain, phase).init_optimizer_from_phase1 and phases.get(phase) != PHASES[0]:
+            problems.append(
+                f"pretrain.{phase}.init_optimizer_from_phase1 is on but pretrain.phases does not run {phase} "
+                f"from {PHASES[0]}; turn it off"
+            )
     return problems
 
 
@@ -562,12 +557,12 @@ def _schedule_problems(params: Params) -> list[str]:
     their changes to finetune.recipe touch them: finetune.recipe itself and each phase's recipe are
     checked as they are built (Recipe.__post_init__)."""
     problems = []
-    for of in ("squad", *params.tasks.run):
-        overrides = params.squad.recipe if of == "squad" else getattr(params.tasks, of).recipe
+    for of in (SQUAD, *params.tasks.run):
+        where = run_kind(of).of(of, "recipe")
+        overrides = params._block(where)
         if overrides.keys() & {"schedule", "warmup_proportion", "decay_share"}:
             shares = {**dataclasses.asdict(params.finetune.recipe), **overrides}
             problem = schedule_problem(shares["schedule"], shares["warmup_proportion"], shares["decay_share"])
-            where = "squad.recipe" if of == "squad" else f"tasks.{of}.recipe"
             problems.append(problem and f"finetune.recipe with {where}: {problem}")
     return [problem for problem in problems if problem]
 
@@ -583,7 +578,7 @@ def _model_problems(params: Params) -> list[str]:
     positions = shape[1]
     size = f"model.size {params.model.size}"
     problems = []
-    if params.examples.phase1.next_sentence:  # examples.next_sentence, the same in every phase
+    if getattr(params.examples, PHASES[0]).next_sentence:  # examples.next_sentence, the same in every phase
         problems.append(
             f"examples.next_sentence is true, but {size} is a ModernBERT, which has no next-sentence head; "
             "set examples.next_sentence: false (MLM only)"
