@@ -231,9 +231,8 @@ def _described(params: Params, phase: str, recipe: Recipe, shards: list[Path]) -
         # From released weights: their weights file (not model.size) says where it starts.
         "init": _start_weights(params, phase),
     }
-    if not getattr(
-        params.examples, phase
-    ).next_sentence:  # named only when off, so older checkpoints still resume
+    # examples.next_sentence named only when off, so older checkpoints still resume
+    if not getattr(params.examples, phase).next_sentence:
         described["next_sentence"] = False
     if (
         params.pretrain.length_binning
