@@ -33,7 +33,8 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from bert.cleaning.dedup import CleanSettings, NearSettings, clean_corpora  # noqa: E402
+from bert.cleaning.dedup import clean_corpora  # noqa: E402
+from bert.cleaning.settings import CleanSettings, NearSettings  # noqa: E402
 from bert.cleaning.text import WORD, jaccard, normalise, text_ngrams, words  # noqa: E402
 from bert.compute import Compute  # noqa: E402
 from bert.corpus.documents import DocumentWriter  # noqa: E402
@@ -177,7 +178,7 @@ def settings(near: NearSettings = DEFAULTS) -> CleanSettings:
         near=near,
         lower_case=True,
         seed=12345,
-        decontaminate=False,
+        decontaminate="none",
         contamination_ngram=13,
         boilerplate_min_documents=0,
     )

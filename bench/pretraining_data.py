@@ -77,7 +77,8 @@ def _cpu_seconds() -> float:
 def measure(inputs: list[str], vocab: str, output: str, workers: int) -> dict:
     """Run in a fresh process (see main) so that peak RSS belongs to this measurement alone."""
     sys.path.insert(0, str(REPO))
-    from bert.pretraining.instances import ExampleConfig, create_from_files
+    from bert.pretraining.examples import ExampleConfig
+    from bert.pretraining.instances import create_from_files
 
     config = ExampleConfig(
         max_seq_length=128, max_predictions_per_seq=20, masked_lm_prob=0.15, short_seq_prob=0.1, dupe_factor=5

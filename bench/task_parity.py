@@ -56,7 +56,8 @@ import transformers
 from bench.squad_parity import Recipe, machine, minilm_dir, train_ours, train_transformers
 from bert.atomic import write_json
 from bert.errors import UserError
-from bert.tasks.data import TASKS, Task, TaskExamples, find_split_files, read_split
+from bert.tasks.catalogue import TASKS, Task
+from bert.tasks.data import TaskExamples, find_split_files, read_split
 from bert.tasks.evaluation import measure_names, split_metrics, task_metrics
 from bert.tasks.features import make_features
 from bert.tasks.model import load_task_model

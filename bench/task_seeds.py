@@ -29,7 +29,7 @@ from pathlib import Path
 import yaml
 
 from bert.atomic import write_json
-from bert.tasks.data import GLUE_TASKS, task_named
+from bert.tasks.catalogue import GLUE_TASKS, task_named
 
 # The project's own outputs of the task stages, moved aside during the study and back after it.
 KEPT = [Path(p) for p in ("data/models/tasks", "data/task_predictions", "metrics", "dvclive/finetune_task")]

@@ -18,6 +18,17 @@ class UserError(Exception):
     """An expected failure with a message that names the file (or param) and the fix."""
 
 
+class SettingsError(UserError):
+    """A rule across the fields of a settings type broken (a recipe's warm-up past its decay, bands
+    that do not divide num_perm). `naming(prefix)` is the line with each field named after
+    `prefix`, so that the params decoder names them as params.yaml writes them
+    ("pretrain.phase1.warmup_proportion"); the message alone is `where: ` and the bare field names."""
+
+    def __init__(self, where: str, naming: Callable[[str], str]):
+        super().__init__(f"{where}: {naming('')}")
+        self.naming = naming
+
+
 def first_line(error: BaseException) -> str:
     """The first line of a library's message (torch's run to paragraphs); its type when it has none."""
     return (str(error).strip().splitlines() or [type(error).__name__])[0]

@@ -2,7 +2,9 @@
 precisions. stages/common/params.py checks params.yaml against them; the library's settings types
 (bert.training.recipe) carry them in their fields' types."""
 
+import dataclasses
 import math
+import typing
 from dataclasses import dataclass
 from typing import Annotated, Literal
 
@@ -45,3 +47,15 @@ WeightDecay = Annotated[float, Range(low=0)]
 # np.random.seed takes [0, 2**32), the narrowest range of the seeding calls that a seed reaches.
 Seed = Annotated[int, Range(0, 2**32 - 1)]
 Precision = Literal["fp32", "bf16", "fp16"]
+
+
+def out_of_range(settings) -> str | None:
+    """The first field of the dataclass `settings` outside its type's Range, as a line naming it
+    (for a settings type's __post_init__: params.yaml's decoder checks each range before), or None."""
+    hints = typing.get_type_hints(type(settings), include_extras=True)
+    for field in dataclasses.fields(settings):
+        hint, value = hints[field.name], getattr(settings, field.name)
+        bounds = typing.get_args(hint)[1] if typing.get_origin(hint) is Annotated else None
+        if isinstance(bounds, Range) and value not in bounds:
+            return f"{field.name} is {value}; it must be {bounds.describe(typing.get_args(hint)[0])}"
+    return None

@@ -14,7 +14,7 @@ ARTIFACTS = [
     (f"{layout.examples('')}/", "pretraining examples (HDF5, NVIDIA layout) + manifest.json"),
     (f"{layout.weights('phase1')}/", "phase-1 model, Hugging Face format (finetune.init: phase1)"),
     (f"{layout.weights('phase2')}/", "phase-2 model, Hugging Face format (finetune.init: phase2)"),
-    (f"{layout.model('squad')}/", "SQuAD fine-tuned model, Hugging Face format"),
+    (f"{layout.model(layout.SQUAD)}/", "SQuAD fine-tuned model, Hugging Face format"),
     (f"{layout.SQUAD_PREDICTIONS}/", "predictions.json, nbest_predictions.json (null_odds.json for v2.0)"),
     (f"{layout.METRICS}/", "DVC metrics (dvc metrics show / diff)"),
     (f"{layout.LIVE}/", "step-wise training curves (dvc plots show)"),

@@ -33,7 +33,7 @@ from stages.common import layout
 from stages.common.params import load_params
 
 log = logging.getLogger("benchmark")
-MODEL_DIR = layout.model("squad")
+MODEL_DIR = layout.model(layout.SQUAD)
 DEV_FILE = layout.SQUAD_DEV
 METRICS_FILE = layout.metrics("benchmark")
 
@@ -115,7 +115,7 @@ def pretraining_phases(params, config, device: torch.device, compare: bool) -> d
             "pretraining not timed: the model is a ModernBERT (bench/modernbert_step.py times its step)"
         )
     figures = {}
-    for phase in ("phase1", "phase2") if timed else ():
+    for phase in layout.PHASES if timed else ():
         seq_len = getattr(params.examples, phase).max_seq_length
         if seq_len > config.max_position_embeddings:  # a model that pretraining could not have made
             log.warning("pretraining %s not timed: examples.%s.max_seq_length %d exceeds the model's "
@@ -146,13 +146,13 @@ def pretraining_figures(params, phase: str, config, device: torch.device, compar
     """A pretraining step of the model's config (random weights) at the phase's shape, as pretrain runs it."""
     spec, examples = params.benchmark, getattr(params.examples, phase)
     seq_len, precision = examples.max_seq_length, params.pretrain.precision
-    masked = masked_per_sequence(seq_len, params.examples.masked_lm_prob, examples.max_predictions_per_seq)
+    masked = masked_per_sequence(seq_len, examples.masked_lm_prob, examples.max_predictions_per_seq)
     sweep = partial(matmul_peak, config, spec.pretraining_batch_size * seq_len, device, precision)
     before = sweep()  # and after each round (time_pretraining): the best sweep counts
     models = ("ours", "transformers") if compare else ("ours",)
     result = time_pretraining(config, spec.pretraining_batch_size, seq_len, masked, models, steps=1, warmup=spec.warmup_steps,
                               rounds=spec.steps, precision=precision, device=device,
-                              optimizer=params.pretrain.optimizer, measure_peak=sweep)  # fmt: skip
+                              optimizer=params.recipe(phase).optimizer, measure_peak=sweep)  # fmt: skip
     peak = max(before.tflops, result["matmul_peak"]["tflops"])
     ours = result["models"]["ours"]
     figures = {

@@ -8,7 +8,7 @@ documents beside the ones kept to metrics/clean_removed.txt.
 
 from bert.atomic import atomic_file, atomic_folder, write_json
 from bert.cleaning.contamination import eval_ngrams, read_eval_texts, save_ngrams
-from bert.cleaning.dedup import CleanSettings, NearSettings, clean_corpora
+from bert.cleaning.dedup import clean_corpora
 from bert.errors import run_main
 from stages.common import layout
 from stages.common.params import load_params
@@ -16,29 +16,14 @@ from stages.common.params import load_params
 
 def main() -> None:
     params = load_params()
-    clean = params.clean
-    settings = CleanSettings(
-        exact=clean.exact,
-        near=NearSettings(
-            enabled=clean.near.enabled,
-            threshold=clean.near.threshold,
-            ngram=clean.near.ngram,
-            num_perm=clean.near.num_perm,
-            bands=clean.near.bands,
-        ),
-        lower_case=params.vocab.lower_case,
-        seed=params.seed,
-        decontaminate=clean.decontaminate == "remove",
-        contamination_ngram=clean.contamination_ngram,
-        boilerplate_min_documents=clean.boilerplate_min_documents,
-    )
+    settings = params.clean  # bert.cleaning.dedup.CleanSettings, as params.yaml writes it
     inputs = {corpus: layout.documents(corpus) for corpus in params.corpora}
     sets, too_short = [], {}
     with atomic_folder(layout.CLEAN_DIR) as out:
         ngrams_file = out / ".eval_ngrams.npz"
-        if settings.decontaminate:
+        if settings.removes_contaminated:
             ngrams, too_short = eval_ngrams(
-                read_eval_texts(layout.EVAL_TEXTS), clean.contamination_ngram, params.vocab.lower_case
+                read_eval_texts(layout.EVAL_TEXTS), settings.contamination_ngram, settings.lower_case
             )
             sets = list(ngrams)
             save_ngrams(ngrams_file, ngrams)

@@ -18,7 +18,8 @@ from bert.download.staging import Staging, staged
 from bert.errors import run_main
 from bert.inputs import read_zip_members
 from bert.source_tree import Rules
-from bert.tasks.data import find_split_files, read_split, task_named, with_source_files
+from bert.tasks.catalogue import task_named
+from bert.tasks.data import find_split_files, read_split, with_source_files
 from stages.common import layout
 from stages.common.params import load_params
 

@@ -9,7 +9,8 @@ under `clean.decontaminate: remove` (then, and only then, pretraining depends on
 from bert.cleaning.contamination import write_eval_texts
 from bert.errors import run_main
 from bert.squad.dataset import load_examples
-from bert.tasks.data import read_split, task_named
+from bert.tasks.catalogue import task_named
+from bert.tasks.data import read_split
 from stages.common import layout
 from stages.common.params import load_params
 

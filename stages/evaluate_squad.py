@@ -52,7 +52,7 @@ def squad_metrics(dev_file: Path, predictions_dir: Path) -> dict:
             "%s: every one of the %d questions is answered \"no answer\" (HasAns EM 0): EM %.2f is just the "
             "share of unanswerable questions; the model learnt to abstain, so check fine-tuning "
             "(%s, squad.recipe), or raise predict.null_score_diff_threshold towards best_f1_thresh",
-            predictions_file, len(questions), official["exact"], layout.training_metrics("squad"),
+            predictions_file, len(questions), official["exact"], layout.training_metrics(layout.SQUAD),
         )  # fmt: skip
     return {
         "version": version,

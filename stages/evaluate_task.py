@@ -16,7 +16,8 @@ from pathlib import Path
 from bert.atomic import write_json
 from bert.errors import run_main
 from bert.inputs import read_json
-from bert.tasks.data import Task, dev_in_train, read_split, task_named
+from bert.tasks.catalogue import Task, task_named
+from bert.tasks.data import dev_in_train, read_split
 from bert.tasks.evaluation import over_seeds, split_metrics, task_metrics
 from bert.tasks.predictions_file import read_predictions
 from stages.common import layout

@@ -6,7 +6,6 @@ import logging
 
 from bert.corpus.sentence_shards import train_shards
 from bert.errors import run_main
-from bert.pretraining.instances import ExampleConfig
 from bert.pretraining.mixing import create_examples
 from stages.common import layout
 from stages.common.params import load_params
@@ -14,21 +13,12 @@ from stages.common.params import load_params
 
 def main() -> None:
     parser = argparse.ArgumentParser(prog="python -m stages.examples")
-    parser.add_argument("phase", choices=["phase1", "phase2"])
+    parser.add_argument("phase", choices=layout.PHASES)
     phase = parser.parse_args().phase
     params = load_params()
-    examples = params.examples
-    spec = getattr(examples, phase)
-    config = ExampleConfig(
-        max_seq_length=spec.max_seq_length,
-        max_predictions_per_seq=spec.max_predictions_per_seq,
-        masked_lm_prob=examples.masked_lm_prob,
-        short_seq_prob=examples.short_seq_prob,
-        dupe_factor=examples.dupe_factor,
-        whole_word_mask=examples.whole_word_mask,
-        dynamic_masking=examples.masking == "dynamic",
-        next_sentence=examples.next_sentence,
-    )
+    config = getattr(
+        params.examples, phase
+    )  # bert.pretraining.instances.ExampleConfig, as params.yaml writes it
     manifest = create_examples(
         train_shards(layout.shards(), list(params.corpora)),
         layout.examples(phase),
@@ -43,7 +33,7 @@ def main() -> None:
     )
     # An MLM-only run (examples.next_sentence: false) has no next-sentence pairs to count.
     random_next = (
-        f", {100 * manifest['random_next_fraction']:.1f}% random next" if examples.next_sentence else ""
+        f", {100 * manifest['random_next_fraction']:.1f}% random next" if config.next_sentence else ""
     )
     logging.getLogger("examples").info(
         "%s: %d instances in %d shards, %d tokens%s (%s mixing)",

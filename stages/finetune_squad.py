@@ -38,13 +38,13 @@ USAGE = "python -m stages.finetune_squad [--join NODE_RANK]"
 def main() -> None:
     params = load_params()
     launch_finetuning(
-        "squad", ["stages.finetune_squad"], sys.argv[1:], USAGE, params, lambda d: run(params, d)
+        layout.SQUAD, ["stages.finetune_squad"], sys.argv[1:], USAGE, params, lambda d: run(params, d)
     )
 
 
 def run(params: Params, distributed: Distributed) -> None:
     squad = params.squad
-    start = starting_point(params, "squad")
+    start = starting_point(params, layout.SQUAD)
     model = family.from_pretrained(start.folder, "question_answering", unpad=params.finetune.unpad)
     check_model(model, start, squad.max_seq_length, "squad.max_seq_length")
     model.to(distributed.device)
@@ -69,7 +69,7 @@ def run(params: Params, distributed: Distributed) -> None:
         {"squad": [squad.max_seq_length, squad.doc_stride, squad.max_query_length]},
         "windows",
     )
-    train_and_save("squad", params, distributed, model, start, data)
+    train_and_save(layout.SQUAD, params, distributed, model, start, data)
 
 
 if __name__ == "__main__":

@@ -25,7 +25,8 @@ import sys
 from bert.atomic import write_json
 from bert.distributed.launch import Distributed
 from bert.errors import UserError, run_main
-from bert.tasks.data import Task, read_split, task_named
+from bert.tasks.catalogue import Task, task_named
+from bert.tasks.data import read_split
 from bert.tasks.features import make_features
 from bert.tasks.model import load_task_model, load_task_model_from_task
 from bert.tasks.objective import task_objective

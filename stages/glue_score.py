@@ -13,7 +13,7 @@ import logging
 
 from bert.atomic import write_json
 from bert.errors import UserError, run_main
-from bert.tasks.data import GLUE_TASKS, task_named
+from bert.tasks.catalogue import GLUE_TASKS, task_named
 from bert.tasks.evaluation import glue_over_seeds, measure_names
 from bert.tasks.metrics import glue_score
 from stages.common import layout

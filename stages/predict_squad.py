@@ -25,7 +25,7 @@ from stages.common import layout
 from stages.common.params import load_params
 
 log = logging.getLogger("predict_squad")
-MODEL_DIR = layout.model("squad")
+MODEL_DIR = layout.model(layout.SQUAD)
 DEV_FILE = layout.SQUAD_DEV
 OUT_DIR = layout.SQUAD_PREDICTIONS
 

@@ -18,7 +18,8 @@ import torch
 from bert.atomic import atomic_folder, write_json
 from bert.errors import UserError, run_main
 from bert.inputs import read_json
-from bert.tasks.data import Task, read_split, task_named
+from bert.tasks.catalogue import Task, task_named
+from bert.tasks.data import read_split
 from bert.tasks.features import make_features
 from bert.tasks.model import load_task_model
 from bert.tasks.predict import predict_logits, predicted_labels

@@ -67,7 +67,7 @@ def main() -> None:
 
 def pretrain(params: Params, phase: str, distributed: Distributed) -> None:
     """The phase's model and data; the run is built as every training run is (bert.training.run)."""
-    spec = getattr(params.pretrain, phase)
+    spec, examples = getattr(params.pretrain, phase), getattr(params.examples, phase)
     vocab_file = layout.vocab_file()
     if not vocab_file.is_file():
         raise UserError(f"{vocab_file}: not found; run the `vocab` stage first")
@@ -76,7 +76,7 @@ def pretrain(params: Params, phase: str, distributed: Distributed) -> None:
     # apex's FusedLayerNorm with use_apex (as FusedLAMB in the run); both fall back to torch when absent
     options = family.pretraining_options(
         start_family, unpad=params.pretrain.unpad, apex_layer_norm=params.pretrain.use_apex,
-        next_sentence=params.examples.next_sentence,
+        next_sentence=examples.next_sentence,
     )  # fmt: skip
     torch.manual_seed(params.seed)  # the same fresh heads on every rank
     model = start_model(params, phase, vocab_file, vocabulary_size(vocab_file), options)
@@ -86,7 +86,8 @@ def pretrain(params: Params, phase: str, distributed: Distributed) -> None:
         model, pretraining_objective, pretraining_data(params, phase, shards, distributed),
         recipe=params.recipe(phase), settings=params.run_settings(phase), record=run_record(params, phase, shards),
         max_steps=spec.max_steps, use_apex=params.pretrain.use_apex,
-        optimizer_start=_load_phase1_optimizer if phase == "phase2" and spec.init_optimizer_from_phase1 else None,
+        # phase 2's option (no other phase has one): it continues phase 1's optimizer moments
+        optimizer_start=_load_phase1_optimizer if getattr(spec, "init_optimizer_from_phase1", False) else None,
     )  # fmt: skip
     if distributed.is_main:
         log.info(
@@ -114,13 +115,13 @@ def pretraining_data(
 ) -> Callable[..., PretrainingData]:
     """The phase's loader, waiting for the run's batching (bert.training.run.TrainingRun.build):
     its shards, loader workers and, when examples.masking is dynamic, the masks drawn as it reads."""
-    masking = None
-    if params.examples.masking == "dynamic":
+    examples, masking = getattr(params.examples, phase), None
+    if examples.masking == "dynamic":
         masking = DynamicMasking.from_vocab(
             layout.vocab_file(),
-            params.examples.masked_lm_prob,
-            getattr(params.examples, phase).max_predictions_per_seq,
-            params.examples.whole_word_mask,
+            examples.masked_lm_prob,
+            examples.max_predictions_per_seq,
+            examples.whole_word_mask,
         )
     return functools.partial(
         PretrainingData, shards, num_workers=params.pretrain.data_workers,
@@ -152,7 +153,7 @@ def start_model(
                 "run `dvc repro vocab` with vocab.source: weights"
             )
     kind = family.model_type(directory)
-    if kind == "modernbert" and params.examples.next_sentence:
+    if kind == "modernbert" and getattr(params.examples, phase).next_sentence:
         raise UserError(
             f"examples.next_sentence is true, but {directory} ({where}) is a ModernBERT, which has no "
             "next-sentence head; set examples.next_sentence: false (MLM only)"
@@ -191,8 +192,8 @@ def run_record(params: Params, phase: str, shards: list[Path]) -> RunRecord:
     described = {
         "phase": phase,
         "model": params.model.size,
-        "masking": params.examples.masking,
-        "next_sentence": params.examples.next_sentence,
+        "masking": getattr(params.examples, phase).masking,
+        "next_sentence": getattr(params.examples, phase).next_sentence,
         "shards": [(p.name, p.stat().st_size) for p in shards],
         # What the shards were made from and how (the manifest lists params, vocab hash and counts).
         "manifest": file_sha256(layout.examples(phase) / "manifest.json"),

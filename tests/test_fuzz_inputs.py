@@ -34,7 +34,8 @@ from bert.model.config import BertConfig  # noqa: E402
 from bert.model.hf import read_weight_index  # noqa: E402
 from bert.source_tree import Rules, open_regular, printable, walk_source  # noqa: E402
 from bert.squad.dataset import dataset_version, examples_from_json, read_json  # noqa: E402
-from bert.tasks.data import read_split, task_named  # noqa: E402
+from bert.tasks.catalogue import task_named  # noqa: E402
+from bert.tasks.data import read_split  # noqa: E402
 from bert.text.tokenization import load_tokenizer  # noqa: E402
 from tests.support.shard_fixtures import VOCAB, tiny_hf_folder  # noqa: E402
 from tests.support.stage_workspace import REPO, repo_params, run_stage, set_params, write_params  # noqa: E402

@@ -2,6 +2,7 @@
 and every output dvc.yaml declares is a path the layout gives (so the two cannot drift apart)."""
 
 import ast
+import dataclasses
 from pathlib import Path
 
 import yaml
@@ -88,3 +89,46 @@ def test_every_output_lies_in_an_output_folder_and_no_log_or_checkpoint_does():
     for run in ("phase1", "squad", "tasks/rte"):
         for kept in (layout.logs(run), layout.checkpoints(run)):
             assert not any(kept.is_relative_to(f) or f.is_relative_to(kept) for f in folders), kept
+
+
+def test_each_run_kind_keeps_its_folders_and_stage_names():
+    """A phase, SQuAD and a task differ by their run kind (layout.run_kind), not by names compared
+    in each function: the paths are the ones dvc.yaml and earlier runs' checkpoints use."""
+    assert layout.checkpoints("phase1") == Path("data/checkpoints/phase1")
+    assert layout.checkpoints(layout.SQUAD) == Path("data/checkpoints/squad")
+    assert layout.checkpoints("rte") == Path("data/checkpoints/tasks/rte")
+    assert layout.model("mnli") == Path("data/models/tasks/mnli") and layout.model("squad") == Path(
+        "data/models/squad"
+    )
+    assert [layout.live(run) for run in ("phase2", "squad", "swag")] == [
+        Path("dvclive/pretrain_phase2"), Path("dvclive/finetune_squad"), Path("dvclive/finetune_task/swag")
+    ]  # fmt: skip
+    assert layout.training_metrics("rte") == Path("metrics/finetune_task/rte.json")
+    assert [layout.weights_stage(name) for name in ("phase1", "random", "google-base-uncased")] == [
+        "pretrain@phase1", "init_random", "download_weights@google-base-uncased"
+    ]  # fmt: skip
+    assert [layout.run_kind(run).of(run, "recipe") for run in ("phase1", "squad", "rte")] == [
+        "pretrain.phase1", "squad.recipe", "tasks.rte.recipe"
+    ]  # fmt: skip
+
+
+def test_phases_and_tasks_are_named_once():
+    """The phases are layout.PHASES and the tasks bert.tasks.catalogue.TASKS: the params schema
+    takes a block for each of them, and no module of the pipeline spells either list again."""
+    from bert.tasks.catalogue import TASKS
+    from stages.common.params import Examples, Pretrain, Tasks
+
+    assert [field.name for field in dataclasses.fields(Examples)] == list(layout.PHASES)
+    assert [
+        name for name in layout.PHASES if name in {field.name for field in dataclasses.fields(Pretrain)}
+    ] == list(layout.PHASES)
+    assert [field.name for field in dataclasses.fields(Tasks)] == ["run", *TASKS]
+    spellings = {'"phase1", "phase2"': "stages/common/layout.py", '"cola", "sst2"': "bert/tasks/catalogue.py"}
+    for source in sorted(
+        [*(REPO / "stages").rglob("*.py"), *(REPO / "scripts").glob("*.py"), *(REPO / "bert").rglob("*.py")]
+    ):
+        text = source.read_text(encoding="utf-8")
+        for spelled, home in spellings.items():
+            assert spelled not in text or source == REPO / home, (
+                f"{source.relative_to(REPO)} spells {spelled}"
+            )

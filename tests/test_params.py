@@ -10,13 +10,14 @@ import sys
 import types
 import typing
 from pathlib import Path
-from typing import Literal
+from typing import Annotated, Literal
 
 import pytest
 import yaml
 
 from bert.errors import UserError
 from stages.common.params import Params, load_params
+from stages.common.schema import Given
 from tests.support.stage_workspace import copy_project, repo_params, run_stage, write_params
 
 REPO = Path(__file__).resolve().parents[1]
@@ -67,8 +68,10 @@ def test_the_schema_does_not_import_torch():
     done = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, check=True)
     assert (
         done.stdout.strip()
-        == "['bert.compute', 'bert.errors', 'bert.inputs', 'bert.model', 'bert.model.presets', 'bert.ranges', "
-        "'bert.training', 'bert.training.recipe']"
+        == "['bert.cleaning', 'bert.cleaning.settings', 'bert.compute', 'bert.errors', 'bert.inputs', 'bert.model', "
+        "'bert.model.presets', 'bert.pretraining', 'bert.pretraining.examples', 'bert.ranges', 'bert.tasks', "
+        "'bert.tasks.catalogue', 'bert.training', "
+        "'bert.training.recipe']"
     )
 
 
@@ -279,6 +282,26 @@ NAN, INF = math.nan, math.inf
         ("finetune.recipe.epoch", 2, ["unknown key finetune.recipe.epoch; did you mean epochs?"]),
         ("seeds", 1, ["unknown key seeds; did you mean seed?"]),
         ("pretrain.phase1.init_optimizer_from_phase1", True, ["unknown key pretrain.phase1.init_optimizer_"]),
+        # keys written once for every phase (Given): where they are, when written in a phase
+        (
+            "pretrain.phase1.optimizer",
+            "adamw",
+            [
+                "unknown key pretrain.phase1.optimizer; it is pretrain.optimizer, written once for all; pretrain.phase1 takes: "
+            ],
+        ),
+        (
+            "examples.phase2.masking",
+            "dynamic",
+            ["unknown key examples.phase2.masking; it is examples.masking, written once for all"],
+        ),
+        ("pretrain.optimizer", "sgd", ["pretrain.optimizer is 'sgd'; allowed: lamb, adamw"]),
+        (
+            "pretrain.grad_clip",
+            -1,
+            ["pretrain.grad_clip is -1; it must be a finite number >= 0 (0 = no clipping)"],
+        ),
+        ("seed", -1, ["params.yaml: seed is -1; it must be an integer in [0, 4294967295]"]),
         # files and lists
         ("corpora.wikipedia.sources", ["missing/dump.xml.bz2"], ["missing/dump.xml.bz2 does not exist"]),
         ("corpora.wikipedia.sources", [], ["corpora.wikipedia.sources is empty"]),
@@ -512,11 +535,15 @@ def test_a_params_file_of_before_says_where_the_param_went(project, key, value, 
     assert str(error.value).startswith(f"params.yaml: {message}"), str(error.value)
 
 
-def literal_params(kind, prefix: str = ""):
-    """(dotted name, allowed words) of every param of the schema whose value is one of a few words."""
+def literal_params(kind, prefix: str = "", elsewhere: dict = {}):  # noqa: B006 (read only)
+    """(dotted name, allowed words) of every param of the schema whose value is one of a few words;
+    a field that params.yaml writes once elsewhere (Given) under that param's name."""
     hints = typing.get_type_hints(kind, include_extras=True)
     for field in dataclasses.fields(kind):
-        name, hint = f"{prefix}{field.name}", hints[field.name]
+        name, hint = elsewhere.get(field.name, f"{prefix}{field.name}"), hints[field.name]
+        given = {}
+        if typing.get_origin(hint) is Annotated and isinstance(typing.get_args(hint)[1], Given):
+            hint, given = typing.get_args(hint)[0], typing.get_args(hint)[1].params
         options = (
             typing.get_args(hint) if typing.get_origin(hint) in (typing.Union, types.UnionType) else (hint,)
         )
@@ -529,7 +556,7 @@ def literal_params(kind, prefix: str = ""):
         if words:
             yield name, words
         elif dataclasses.is_dataclass(hint):
-            yield from literal_params(hint, f"{name}.")
+            yield from literal_params(hint, f"{name}.", given)
 
 
 def test_every_word_a_param_takes_survives_dvc_exp_run_set_param(project):
@@ -539,6 +566,13 @@ def test_every_word_a_param_takes_survives_dvc_exp_run_set_param(project):
 
     params = dict(literal_params(Params))
     assert len(params) > 10 and params["clean.decontaminate"] == ["none", "report", "remove"]
+    assert params["pretrain.optimizer"] == ["lamb", "adamw"] and params["examples.masking"] == [
+        "static",
+        "dynamic",
+    ]
+    assert (
+        "pretrain.phase1.optimizer" not in params and "examples.phase2.masking" not in params
+    )  # written once
     write_params(project)
     for turn in range(max(map(len, params.values()))):  # each param's next word, all at once
         settings = {dotted: words[turn] for dotted, words in params.items() if turn < len(words)}

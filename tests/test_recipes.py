@@ -16,7 +16,7 @@ import bert.training.run
 from bert.distributed.launch import Distributed
 from bert.errors import UserError
 from bert.model.network import BertForQuestionAnswering
-from bert.tasks.data import task_named
+from bert.tasks.catalogue import task_named
 from bert.tasks.model import load_task_model
 from bert.training.checkpoints import described_recipe
 from bert.training.loop import RunRecord

@@ -49,6 +49,7 @@ from tqdm import tqdm
 
 from bert.atomic import task_file
 from bert.cleaning import contamination
+from bert.cleaning.settings import CleanSettings
 from bert.cleaning.tables import Chunk, list_chunks, write_kept
 from bert.cleaning.text import (
     jaccard,
@@ -73,44 +74,10 @@ LINE = np.dtype([("key", "<u8"), ("text", "<u8")])  # a line's key, a text holdi
 SAMPLE_PAIRS = 20  # removed pairs shown in the human-readable sample
 
 
-@dataclass(frozen=True)
-class NearSettings:
-    enabled: bool
-    threshold: float  # verified Jaccard similarity of word-shingle sets at or above which two documents are duplicates
-    ngram: int  # words per shingle
-    num_perm: int  # MinHash values per document
-    bands: int  # LSH bands; num_perm / bands rows each
-
-
-@dataclass(frozen=True)
-class CleanSettings:
-    exact: bool
-    near: NearSettings
-    lower_case: bool
-    seed: int
-    decontaminate: bool  # remove documents sharing an n-gram with an evaluation set
-    contamination_ngram: int
-    # A line (paragraph) found in at least this many distinct texts is boilerplate, removed from all
-    # documents before anything is compared (a document left empty is removed); 0: none is.
-    boilerplate_min_documents: int
-
-
 @dataclass
 class CleanResult:
     metrics: dict
     samples: list[str]  # the human-readable sample of removed pairs, lines
-
-
-def check_settings(near: NearSettings) -> str | None:
-    """What is wrong with the near-duplicate settings (a line naming the param), or None."""
-    if not 0 < near.threshold <= 1:
-        return f"clean.near.threshold {near.threshold} must be in (0, 1]"
-    if near.num_perm % near.bands:
-        return (
-            f"clean.near.bands {near.bands} does not divide clean.near.num_perm {near.num_perm}; "
-            "choose bands that divide it (rows per band = num_perm / bands)"
-        )
-    return None
 
 
 def minhash_signatures(shingles: np.ndarray, offsets: np.ndarray, num_perm: int, seed: int) -> np.ndarray:
@@ -184,7 +151,7 @@ def _sign(
         normalised = normalise(text, settings.lower_case)
         hashes = word_hashes(words(normalised))
         ordinal = chunk.first + row
-        if settings.decontaminate:
+        if settings.removes_contaminated:
             shared = contamination.matches(ngram_hashes(hashes, settings.contamination_ngram, False))
             if shared:
                 contaminated[row] = True
@@ -380,7 +347,7 @@ def clean_corpora(
     work = output / ".work"
     partitions = _make_spill_folders(work, total, settings)
     initializer = (
-        (contamination.load_ngrams, (str(eval_ngrams_file),)) if settings.decontaminate else (None, ())
+        (contamination.load_ngrams, (str(eval_ngrams_file),)) if settings.removes_contaminated else (None, ())
     )
     with ComputePool(compute, *initializer) as pool:
         if settings.boilerplate_min_documents:
@@ -626,7 +593,7 @@ def _corpus_metrics(
         }
         if settings.boilerplate_min_documents:  # (only then: the default's figures keep their bytes)
             metrics[name]["emptied_by_boilerplate"] = int(signed.emptied[in_corpus].sum())
-        if settings.decontaminate:
+        if settings.removes_contaminated:
             metrics[name]["contamination_removed"] = {
                 s: {
                     "contaminated_documents": signed.contaminated_documents[name][s],

@@ -1,5 +1,6 @@
 """Pretraining data and objective: everything between sentence shards and the training loop.
 
+- `examples`: how instances are made (`ExampleConfig`: params.yaml's examples.<phase>);
 - `instances`: sentence pairs packed to max_seq_length, NSP labels, static masks (the examples stage);
 - `mixing`: the corpora's documents or instances mixed into the output shards (intra | inter);
 - `masking`: masked-LM positions (80% [MASK] / 10% random / 10% kept; whole-word optional);

@@ -26,22 +26,26 @@ layout (bert.pretraining.hdf5).
 """
 
 import argparse
+import dataclasses
 import glob
 import logging
 import os
 import random
+import typing
 from bisect import bisect_left
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Literal
 
 import h5py
 import numpy as np
 
 from bert.atomic import atomic_file
 from bert.corpus.sentence_shards import iter_documents
-from bert.errors import UserError, run_main
+from bert.errors import SettingsError, UserError, run_main
 from bert.parallel import run_tasks
+from bert.pretraining.examples import ExampleConfig
 from bert.pretraining.hdf5 import ShardWriter, copy_instances, shard_attrs
 from bert.pretraining.masking import mask_batch
 from bert.text.tokenization import SentenceEncoder, TokenLayout, load_tokenizer
@@ -49,30 +53,6 @@ from bert.text.tokenization import SentenceEncoder, TokenLayout, load_tokenizer
 log = logging.getLogger(__name__)
 
 TOKENS_PER_BATCH = 1_000_000  # documents are turned into instances this many tokens at a time
-
-
-@dataclass(frozen=True)
-class ExampleConfig:
-    max_seq_length: int = 128
-    max_predictions_per_seq: int = 20
-    masked_lm_prob: float = 0.15
-    short_seq_prob: float = 0.1
-    dupe_factor: int = 5
-    whole_word_mask: bool = False
-    dynamic_masking: bool = False  # store unmasked pairs; the loader masks them each epoch
-    next_sentence: bool = True  # False: MLM-only packed sentences (create_packed), no NSP labels
-
-    def __post_init__(self):
-        if self.max_seq_length < 8:
-            raise ValueError(f"max_seq_length must be >= 8, not {self.max_seq_length}")
-        if not 0 < self.max_predictions_per_seq <= self.max_seq_length:
-            raise ValueError("max_predictions_per_seq must be in [1, max_seq_length]")
-        if not 0 < self.masked_lm_prob < 1:
-            raise ValueError("masked_lm_prob must be in (0, 1)")
-        if not 0 <= self.short_seq_prob <= 1:
-            raise ValueError("short_seq_prob must be in [0, 1]")
-        if self.dupe_factor < 1:
-            raise ValueError("dupe_factor must be >= 1")
 
 
 @dataclass
@@ -562,23 +542,19 @@ def main() -> None:
         "--vocab", required=True, help="vocab.txt (BERT's WordPiece) or tokenizer.json (any fast tokenizer)"
     )
     parser.add_argument("--output", required=True, help="output .hdf5 file")
-    parser.add_argument("--max-seq-length", type=int, default=128)
-    parser.add_argument("--max-predictions-per-seq", type=int, default=20)
-    parser.add_argument("--masked-lm-prob", type=float, default=0.15)
-    parser.add_argument("--dupe-factor", type=int, default=5)
-    parser.add_argument("--short-seq-prob", type=float, default=0.1)
-    parser.add_argument("--seed", type=int, default=12345)
+    hints = typing.get_type_hints(ExampleConfig, include_extras=True)
+    for setting in dataclasses.fields(ExampleConfig):  # an option for each setting, with its own default
+        option, hint, default = "--" + setting.name.replace("_", "-"), hints[setting.name], setting.default
+        if hint is bool:
+            parser.add_argument(option, action=argparse.BooleanOptionalAction, default=default)
+        elif typing.get_origin(hint) is Literal:
+            parser.add_argument(option, choices=typing.get_args(hint), default=default)
+        else:
+            base, bounds = typing.get_args(hint)[:2]
+            parser.add_argument(option, type=base, default=default, help=bounds.describe(base))
+    parser.add_argument("--dynamic-masking", dest="masking", action="store_const", const="dynamic")
+    parser.add_argument("--seed", type=int, default=12345)  # the reference tools' random_seed
     parser.add_argument("--do-lower-case", action=argparse.BooleanOptionalAction, default=True)
-    parser.add_argument("--whole-word-mask", action="store_true")
-    parser.add_argument(
-        "--next-sentence",
-        action=argparse.BooleanOptionalAction,
-        default=True,
-        help="sentence pairs with NSP labels (BERT); --no-next-sentence: MLM-only packed full sentences",
-    )
-    parser.add_argument(
-        "--dynamic-masking", action="store_true", help="store unmasked pairs (the loader masks)"
-    )
     parser.add_argument("--num-workers", type=int, default=0, help="processes; 0 = all CPU cores")
     args = parser.parse_args()
     inputs = sorted(glob.glob(args.input)) if glob.has_magic(args.input) else [args.input]
@@ -586,17 +562,10 @@ def main() -> None:
         raise UserError(f"{args.input}: no input file matches")
     try:
         config = ExampleConfig(
-            max_seq_length=args.max_seq_length,
-            max_predictions_per_seq=args.max_predictions_per_seq,
-            masked_lm_prob=args.masked_lm_prob,
-            short_seq_prob=args.short_seq_prob,
-            dupe_factor=args.dupe_factor,
-            whole_word_mask=args.whole_word_mask,
-            dynamic_masking=args.dynamic_masking,
-            next_sentence=args.next_sentence,
+            **{setting.name: getattr(args, setting.name) for setting in dataclasses.fields(ExampleConfig)}
         )
-    except ValueError as error:
-        raise UserError(f"bad option: {error}") from None
+    except SettingsError as error:
+        raise UserError(f"bad option: {error.naming('')}") from None
     workers = args.num_workers or os.cpu_count() or 1
     stats = create_from_files(inputs, args.output, args.vocab, args.do_lower_case, config, args.seed, workers)
     log.info(

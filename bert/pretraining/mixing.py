@@ -27,8 +27,9 @@ from bert.compute import Compute
 from bert.corpus.sentence_shards import iter_documents
 from bert.errors import UserError
 from bert.parallel import run_tasks
+from bert.pretraining.examples import ExampleConfig
 from bert.pretraining.hdf5 import copy_instances
-from bert.pretraining.instances import ExampleConfig, ShardStats, write_instances
+from bert.pretraining.instances import ShardStats, write_instances
 
 
 def _identity(corpus_index: int, file_index: int, row: int) -> int:
@@ -235,6 +236,18 @@ def _mixed_across_instances(shards, parts, vocab, lower_case, config, weights, s
     return total, corpus_stats, part_sizes
 
 
+def _manifest_settings(config: ExampleConfig) -> dict:
+    """The example settings as manifests have always named them, so that the demo's keep their
+    bytes: masking as the flag `dynamic_masking` in its place, next_sentence only when off."""
+    named = {}
+    for key, value in asdict(config).items():
+        if key == "masking":
+            named["dynamic_masking"] = value == "dynamic"
+        elif key != "next_sentence" or not value:
+            named[key] = value
+    return named
+
+
 def _manifest(total, corpus_stats, parts, part_sizes, vocab, lower_case, config, mode, weights, seed) -> dict:
     """What the examples are and were made from: counts, the vocabulary's hash, every param."""
     return {
@@ -246,8 +259,7 @@ def _manifest(total, corpus_stats, parts, part_sizes, vocab, lower_case, config,
         "random_next_fraction": round(total.random_next / total.instances, 4),
         "vocab_sha256": hashlib.sha256(Path(vocab).read_bytes()).hexdigest(),
         "params": {
-            # next_sentence named only when off: the demo's manifest keeps its bytes
-            **{k: v for k, v in asdict(config).items() if k != "next_sentence" or not v},
+            **_manifest_settings(config),
             "lower_case": lower_case,
             "mode": mode,
             "weights": weights,

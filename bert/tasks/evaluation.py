@@ -8,7 +8,7 @@ import math
 import numpy as np
 
 from bert.tasks import metrics
-from bert.tasks.data import Task
+from bert.tasks.catalogue import Task
 
 log = logging.getLogger(__name__)
 

@@ -14,9 +14,7 @@ returns a float: a fraction or a correlation, not a percentage (the caller multi
 
 import numpy as np
 
-# GLUE as the BERT paper scores it: WNLI is left out (its dev set is adversarial to every model
-# trained on its train set, and BERT's authors predict the majority class). SWAG is no GLUE task.
-GLUE_TASKS = ("cola", "sst2", "mrpc", "stsb", "qqp", "mnli", "qnli", "rte")
+from bert.tasks.catalogue import GLUE_TASKS  # as the BERT paper scores GLUE
 
 
 def _pair(predictions, references) -> tuple[np.ndarray, np.ndarray]:

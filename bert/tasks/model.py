@@ -8,7 +8,7 @@ from pathlib import Path
 
 from bert.inputs import read_json
 from bert.model import family
-from bert.tasks.data import Task
+from bert.tasks.catalogue import Task
 
 log = logging.getLogger(__name__)
 

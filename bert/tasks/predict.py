@@ -4,7 +4,7 @@ import numpy as np
 import torch
 from torch import nn
 
-from bert.tasks.data import Task
+from bert.tasks.catalogue import Task
 from bert.tasks.features import TaskFeatures
 from bert.training.inference import batched_outputs
 

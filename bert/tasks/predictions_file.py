@@ -7,7 +7,7 @@ from pathlib import Path
 import numpy as np
 
 from bert.errors import UserError
-from bert.tasks.data import Task
+from bert.tasks.catalogue import Task
 
 PREDICTION_HEADER = ("index", "line", "prediction")
 

@@ -1,12 +1,12 @@
 """What a training run learns (`Recipe`) and how it computes and records (`RunSettings`): one
 typed recipe for pretraining phases and fine-tuning, with no defaults. A stage builds them once
-from params.yaml (stages/common/params.py checks every field against its type and range) and passes them
+from params.yaml (stages/common/schema.py checks every field against its type and range) and passes them
 whole to the loop (bert.training.loop.train), the optimizer and the schedule (bert.training.optim)."""
 
 from dataclasses import dataclass
 from typing import Annotated, Literal
 
-from bert.errors import UserError
+from bert.errors import SettingsError
 from bert.ranges import Count, LearningRate, Precision, Range, Seed, Share, WeightDecay
 
 
@@ -34,9 +34,13 @@ class Recipe:
     seed: Seed  # weights of fresh heads, data order, dropout, dynamic masks
 
     def __post_init__(self) -> None:
-        problem = schedule_problem(self.schedule, self.warmup_proportion, self.decay_share)
-        if problem:
-            raise UserError(f"recipe: {problem}")
+        if schedule_problem(self.schedule, self.warmup_proportion, self.decay_share):
+            raise SettingsError(
+                "recipe",
+                lambda prefix: schedule_problem(
+                    self.schedule, self.warmup_proportion, self.decay_share, prefix
+                ),
+            )
 
 
 def schedule_problem(

@@ -136,7 +136,7 @@ def train_and_save(
     place = place or Place.of(run)
     examples = len(data.arrays["input_ids"])
     if examples < recipe.global_batch_size:
-        override = "squad.recipe" if run == "squad" else f"tasks.{run}.recipe"
+        override = layout.run_kind(run).of(run, "recipe")
         raise UserError(
             f"{data.train_file}: {examples} training {data.rows}, fewer than global_batch_size "
             f"{recipe.global_batch_size} (finetune.recipe, {override}): not one optimizer step; give more "

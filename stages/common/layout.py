@@ -4,9 +4,44 @@ and the library (bert/) takes paths as arguments and knows none of them.
 """
 
 import os
+from dataclasses import dataclass
 from pathlib import Path
 
 from bert.errors import UserError
+
+# The pretraining phases, in the order they run: the one list of them. Each has its examples.<phase>
+# and pretrain.<phase> in params.yaml (the schema takes one block of each per phase), its stages
+# examples@<phase> and pretrain@<phase>, and its model data/weights/<phase>; pretrain.phases runs
+# one or both.
+PHASES = ("phase1", "phase2")
+SQUAD = "squad"  # SQuAD's training run, beside the phases and the tasks (bert.tasks.catalogue.TASKS)
+
+
+@dataclass(frozen=True)
+class RunKind:
+    """A kind of training run (a pretraining phase, SQuAD, a task) and what differs by it, each a
+    pattern of the run's name `{run}`: `run_kind(run)` says which a run is."""
+
+    folder: str  # below data/models, data/checkpoints and the logs
+    stage: str  # the training stage's name, which names its curves and final figures
+    recipe: str  # the params block its recipe is, or changes finetune.recipe with
+    run_settings: str  # the params block its run settings are
+
+    def of(self, run: str, pattern: str) -> str:
+        return getattr(self, pattern).format(run=run)
+
+
+PHASE = RunKind(folder="{run}", stage="pretrain_{run}", recipe="pretrain.{run}", run_settings="pretrain")
+SQUAD_RUN = RunKind(folder="{run}", stage="finetune_squad", recipe="squad.recipe", run_settings="finetune")
+TASK = RunKind(
+    folder="tasks/{run}", stage="finetune_task/{run}", recipe="tasks.{run}.recipe", run_settings="finetune"
+)
+
+
+def run_kind(run: str) -> RunKind:
+    """phase1 and phase2 are phases, squad is SQuAD, any other run a task."""
+    return PHASE if run in PHASES else SQUAD_RUN if run == SQUAD else TASK
+
 
 DATA = Path("data")
 SAMPLE = DATA / "sample"  # the bundled sample world (committed), the demo's sources
@@ -66,10 +101,6 @@ def shards(corpus: str | None = None) -> Path:
 
 def examples(phase: str) -> Path:
     return DATA / "examples" / phase
-
-
-# The pretraining phases, in the order they run (params.yaml pretrain.phases runs one or both).
-PHASES = ("phase1", "phase2")
 
 
 def model(run: str) -> Path:
@@ -164,21 +195,22 @@ def task_metrics(task: str) -> Path:
 def _run_folder(run: str) -> str:
     """Where a training run's folders sit below data/models, data/checkpoints and the logs: a
     phase and squad by their names, a task's under tasks/."""
-    return run if run in (*PHASES, "squad") else f"tasks/{run}"
+    return run_kind(run).of(run, "folder")
 
 
 def _stage_folder(run: str) -> str:
     """The training stage's name, which names its curves and figures."""
-    if run in PHASES:
-        return f"pretrain_{run}"
-    return "finetune_squad" if run == "squad" else f"finetune_task/{run}"
+    return run_kind(run).of(run, "stage")
+
+
+# The starting folders the pipeline builds itself (data/weights/<name>), each with its stage:
+# fresh weights, and each phase's model; any other is a key of params.yaml's weights.
+BUILT_WEIGHTS = {"random": "init_random", **{phase: f"pretrain@{phase}" for phase in PHASES}}
 
 
 def weights_stage(name: str) -> str:
     """The stage that writes data/weights/<name>."""
-    if name in PHASES:
-        return f"pretrain@{name}"
-    return "init_random" if name == "random" else f"download_weights@{name}"
+    return BUILT_WEIGHTS.get(name, f"download_weights@{name}")
 
 
 def tokenizer_file(directory: Path) -> Path:

@@ -15,11 +15,12 @@ import pytest
 
 from bench.cleaning import DEFAULTS, planted_corpus, removed_documents, score, settings, write_tables
 from bert.cleaning import contamination
-from bert.cleaning.dedup import NearSettings, band_keys, clean_corpora
+from bert.cleaning.dedup import band_keys, clean_corpora
+from bert.cleaning.settings import CleanSettings, NearSettings
 from bert.cleaning.text import jaccard, normalise, text_digest, text_ngrams, words
 from bert.compute import Compute
 from bert.corpus.documents import DocumentWriter
-from bert.errors import UserError
+from bert.errors import SettingsError, UserError
 from stages.common.params import load_params
 from tests.support.stage_workspace import run_stage, write_params
 
@@ -160,7 +161,7 @@ def test_decontamination_finds_and_removes_documents_sharing_an_ngram_with_an_ev
     out = tmp_path / "out"
     out.mkdir()
     removing = settings()
-    removing = type(removing)(**{**removing.__dict__, "decontaminate": True})
+    removing = type(removing)(**{**removing.__dict__, "decontaminate": "remove"})
     result = clean_corpora(
         {"wiki": tmp_path / "in"}, out, removing, Compute("local", 1), ngrams_file, list(ngrams)
     )
@@ -281,11 +282,21 @@ def test_boilerplate_is_counted_over_distinct_texts_and_an_emptied_document_is_d
     assert metrics["all"]["documents_out"] == 6
 
 
-def test_near_settings_are_checked_by_the_library_too():
-    from bert.cleaning.dedup import check_settings
-
-    assert check_settings(NearSettings(True, 0.8, 5, 128, 32)) is None
-    assert "does not divide" in check_settings(NearSettings(True, 0.8, 5, 128, 30))
+def test_the_cleaning_settings_hold_their_rules_across_fields_used_alone():
+    """The rules params.yaml's clean block is checked by live on the library's type: used without
+    params.yaml, the same line names the bare fields."""
+    near = NearSettings(True, 0.8, 5, 128, 32)
+    with pytest.raises(SettingsError) as error:
+        NearSettings(True, 0.8, 5, 128, 30)
+    assert str(error.value) == (
+        "near-duplicate settings: bands 30 does not divide num_perm 128; choose bands that divide it "
+        "(each band holds num_perm / bands MinHash values)"
+    )
+    with pytest.raises(
+        SettingsError, match="^clean settings: boilerplate_min_documents is 1, which would remove"
+    ):
+        CleanSettings(True, near, True, 1, "none", 13, 1)
+    assert not CleanSettings(True, near, True, 1, "report", 13, 0).removes_contaminated
 
 
 def test_boilerplate_lines_in_enough_documents_are_removed_from_all_the_same_on_two_workers(tmp_path):

@@ -11,8 +11,9 @@ import torch
 from safetensors import safe_open
 
 from bert.model.network import BertForPreTraining
+from bert.pretraining.examples import ExampleConfig
 from bert.pretraining.hdf5 import read_shard
-from bert.pretraining.instances import ExampleConfig, write_instances
+from bert.pretraining.instances import write_instances
 from bert.pretraining.loader import PretrainingData
 from bert.pretraining.loss import pretraining_objective
 from bert.text.tokenization import load_tokenizer
@@ -85,7 +86,7 @@ def packed(uncased_vocab, tmp_path_factory):
     shards = {}
     for name, dynamic in (("unmasked", True), ("masked", False)):
         config = ExampleConfig(max_seq_length=48, max_predictions_per_seq=20, masked_lm_prob=0.3, dupe_factor=2,
-                               dynamic_masking=dynamic, next_sentence=False)  # fmt: skip
+                               masking="dynamic" if dynamic else "static", next_sentence=False)  # fmt: skip
         batches = [(DOCUMENTS, list(range(len(DOCUMENTS))))]
         stats = write_instances(batches, folder / f"{name}.hdf5", uncased_vocab, True, config, (7, 0))
         shards[name] = (folder / f"{name}.hdf5", stats)

@@ -7,9 +7,10 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
+from bert.errors import SettingsError
+from bert.pretraining.examples import ExampleConfig
 from bert.pretraining.hdf5 import ShardWriter, read_shard
 from bert.pretraining.instances import (
-    ExampleConfig,
     TokenizedDocuments,
     create_from_files,
     create_pairs,
@@ -65,7 +66,7 @@ def build(inputs, vocab, tmp_path, name="out.hdf5", workers=1, **overrides):
 def static_and_dynamic(inputs, uncased_vocab, tmp_path_factory):
     folder = tmp_path_factory.mktemp("out")
     static, stats, _ = build(inputs, uncased_vocab, folder, "static.hdf5")
-    dynamic, _, path = build(inputs, uncased_vocab, folder, "dynamic.hdf5", dynamic_masking=True)
+    dynamic, _, path = build(inputs, uncased_vocab, folder, "dynamic.hdf5", masking="dynamic")
     return static, dynamic, stats, path
 
 
@@ -186,7 +187,7 @@ def test_shard_writer_round_trips_any_values(tmp_path):
 def test_whole_word_masking_masks_all_pieces_of_a_word(inputs, uncased_vocab, tmp_path):
     shard, _, _ = build(inputs, uncased_vocab, tmp_path, whole_word_mask=True)
     plain, _, _ = build(
-        inputs, uncased_vocab, tmp_path, "plain.hdf5", whole_word_mask=True, dynamic_masking=True
+        inputs, uncased_vocab, tmp_path, "plain.hdf5", whole_word_mask=True, masking="dynamic"
     )
     original = plain["input_ids"]
     continuation = continuation_table(load_tokenizer(uncased_vocab))
@@ -337,6 +338,23 @@ def test_cli_text_and_parquet(inputs, uncased_vocab, tmp_path):
     )
     assert done.returncode == 0, done.stderr
     assert read_shard(output)["input_ids"].shape[1] == 32
+    too_many = subprocess.run(  # the settings' own rule, as the command line names its options
+        [
+            sys.executable,
+            "-m",
+            "bert.pretraining.instances",
+            "--input",
+            inputs[0],
+            *args,
+            "--max-predictions-per-seq",
+            "40",
+        ],
+        capture_output=True,
+        text=True,
+    )
+    assert too_many.returncode == 1 and too_many.stderr.strip() == (
+        "error: bad option: max_predictions_per_seq is 40; it must be at most max_seq_length (32)"
+    )
     missing = subprocess.run(
         [*command[:4], str(tmp_path / "nothing.txt"), *args], capture_output=True, text=True
     )
@@ -351,3 +369,19 @@ def test_cli_text_and_parquet(inputs, uncased_vocab, tmp_path):
     assert wrong.returncode == 1 and "sentences" in wrong.stderr and "Traceback" not in wrong.stderr
     no_temporary_files = ["bad.parquet", "cli.hdf5"]
     assert sorted(path.name for path in tmp_path.iterdir()) == no_temporary_files
+
+
+def test_example_settings_hold_their_ranges_and_rule_used_alone():
+    """The ranges and the rule params.yaml's examples.<phase> are checked by live on the library's
+    type: used without params.yaml, one line names the bare field."""
+    with pytest.raises(SettingsError, match=r"^examples: max_seq_length is 4; it must be an integer >= 8$"):
+        ExampleConfig(max_seq_length=4)
+    with pytest.raises(
+        SettingsError, match=r"^examples: masked_lm_prob is 1; it must be a finite number in \(0, 1\)$"
+    ):
+        ExampleConfig(masked_lm_prob=1)
+    with pytest.raises(SettingsError) as error:
+        ExampleConfig(max_seq_length=16, max_predictions_per_seq=20)
+    assert error.value.naming("examples.phase1.") == (
+        "examples.phase1.max_predictions_per_seq is 20; it must be at most examples.phase1.max_seq_length (16)"
+    )

@@ -7,11 +7,11 @@ import pytest
 
 from bert.corpus.sentence_shards import train_shards
 from bert.errors import UserError
+from bert.pretraining.examples import ExampleConfig
 from bert.pretraining.hdf5 import read_shard
-from bert.pretraining.instances import ExampleConfig
 from bert.pretraining.mixing import create_examples, inter_slices, intra_plan
 
-CONFIG = ExampleConfig(max_seq_length=48, max_predictions_per_seq=8, dupe_factor=2, dynamic_masking=True)
+CONFIG = ExampleConfig(max_seq_length=48, max_predictions_per_seq=8, dupe_factor=2, masking="dynamic")
 
 
 @pytest.fixture(scope="module")

@@ -129,11 +129,11 @@ def description_before(params, phase: str, shards: list) -> dict:
         "phase": phase, "model": params.model.size, "optimizer": recipe.optimizer,
         "learning_rate": recipe.learning_rate, "warmup_proportion": recipe.warmup_proportion,
         "weight_decay": recipe.weight_decay, "grad_clip": recipe.grad_clip, "global_batch": recipe.global_batch_size,
-        "seed": recipe.seed, "masking": params.examples.masking,
+        "seed": recipe.seed, "masking": getattr(params.examples, phase).masking,
         "shards": [(p.name, p.stat().st_size) for p in shards],
         "manifest": file_sha256(Path(f"data/examples/{phase}/manifest.json")), "init": None,
     }  # fmt: skip
-    if not params.examples.next_sentence:
+    if not getattr(params.examples, phase).next_sentence:
         described["next_sentence"] = False
     if params.pretrain.length_binning:
         described["length_binning"] = True

@@ -8,7 +8,8 @@ import numpy as np
 import pytest
 
 from bert.errors import UserError
-from bert.tasks.data import TASKS, find_split_files, read_split, with_source_files
+from bert.tasks.catalogue import TASKS
+from bert.tasks.data import find_split_files, read_split, with_source_files
 from bert.tasks.features import make_features, truncate_pair
 from bert.text.tokenization import load_tokenizer
 from tests.support.shard_fixtures import write_vocab

@@ -375,7 +375,7 @@ def test_a_task_starting_from_another_tasks_model_keeps_its_head_only_for_the_sa
     """RTE from MNLI's model (three classes, not RTE's two): the encoder and pooler carried, the head
     fresh; RTE from QNLI's (entailment / not_entailment, as RTE): the head kept too; SWAG (multiple
     choice) from MNLI's: the encoder only. The log says which."""
-    from bert.tasks.data import TASKS
+    from bert.tasks.catalogue import TASKS
     from bert.tasks.model import head_carries_over, load_task_model_from_task
 
     assert not head_carries_over(TASKS["rte"], TASKS["mnli"]) and head_carries_over(

@@ -15,7 +15,8 @@ from sklearn.metrics import accuracy_score
 
 from bert.model.config import BertConfig
 from bert.model.network import BertForQuestionAnswering
-from bert.tasks.data import TASKS, read_split
+from bert.tasks.catalogue import TASKS
+from bert.tasks.data import read_split
 from bert.tasks.predictions_file import write_predictions
 from tests.support.stage_workspace import run_stage, set_params, write_params
 

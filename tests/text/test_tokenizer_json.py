@@ -9,10 +9,12 @@ import numpy as np
 import pytest
 
 from bert.errors import UserError
-from bert.pretraining.instances import ExampleConfig, create_from_files
+from bert.pretraining.examples import ExampleConfig
+from bert.pretraining.instances import create_from_files
 from bert.squad.dataset import Answer, SquadExample
 from bert.squad.features import make_features as squad_features
-from bert.tasks.data import TASKS, read_split
+from bert.tasks.catalogue import TASKS
+from bert.tasks.data import read_split
 from bert.tasks.features import make_features as task_features
 from bert.text.tokenization import TokenLayout, load_tokenizer_from_dir
 from bert.text.vocab import prepare_vocab, released_lower_case
@@ -113,7 +115,7 @@ def shard(bpe_dir, tmp_path_factory):
     shards = []
     for name, dynamic in (("masked", False), ("plain", True)):
         config = ExampleConfig(
-            MAX_SEQ, MAX_PRED, dupe_factor=2, whole_word_mask=True, dynamic_masking=dynamic
+            MAX_SEQ, MAX_PRED, dupe_factor=2, whole_word_mask=True, masking="dynamic" if dynamic else "static"
         )
         create_from_files([str(source)], folder / f"{name}.hdf5", vocab, True, config, seed=7, num_workers=1)
         shards.append(read_shard(folder / f"{name}.hdf5"))
