@@ -84,7 +84,7 @@ def pretrain(params: Params, phase: str, distributed: Distributed) -> None:
     model.to(distributed.device)
 
     recipe = params.recipe(phase)
-    optimizer = recipe_optimizer(model, recipe, params.pretrain.use_apex)
+    optimizer = recipe_optimizer(model, recipe, params.pretrain.use_apex, fused_on_cpu=True)
     if phase == "phase2" and spec.init_optimizer_from_phase1:
         _load_phase1_optimizer(optimizer, recipe.optimizer)
     scheduler = learning_rate_schedule(optimizer, recipe, spec.max_steps)
