@@ -166,7 +166,7 @@ def main(argv=None) -> None:
     print("| ---: | ---: | ---: | ---: | ---: | ---: |")
     for seq_len in (int(n) for n in args.seq_lens.split(",")):
         row = bench(args, config, seq_len, device)
-        print(f"| {row['seq_len']} | {row['ours_s']:.2f} | {row['transformers_s']:.2f} | {row['speedup']:.2f}x | "
+        print(f"| {row['seq_len']} | {row['ours_s']:.2f} | {row['transformers_s']:.2f} | {row['speedup']:.3f}x | "
               f"{row['ours_tflops']:.3f} | {row['transformers_tflops']:.3f} |", flush=True)  # fmt: skip
 
 

@@ -383,8 +383,10 @@ class ModernBertModel(ModernBertPreTrainedModel):
         padding key would leak through the next layer's zero weights). On CUDA where the window is
         short against the sequence, in chunks (WindowChunks); else one [N, 1, S, S] mask."""
         radius = self.config.window_radius
-        if attention_mask is not None and bool(attention_mask.all()):
-            attention_mask = None  # no padding: global layers then attend without a mask (a faster kernel)
+        # No padding: global layers attend without a mask (a faster kernel). Not read while
+        # torch.compile traces: a branch on the mask's values would break its graph.
+        if attention_mask is not None and not torch.compiler.is_compiling() and bool(attention_mask.all()):
+            attention_mask = None
         # In chunks on CUDA where their keys (size + 2 radius) are at most half the sequence: the
         # dense mask's memory grows with S². On CPU the dense band mask measured faster, even at
         # 1,024 tokens against a 128-token window (docs/performance.md).
@@ -431,6 +433,9 @@ class ModernBertForMaskedLM(ModernBertPreTrainedModel):
         self.head = PredictionHead(config)
         # The decoder's weight is the word embedding matrix; only its bias is the head's own.
         self.decoder_bias = nn.Parameter(torch.zeros(config.vocab_size)) if config.decoder_bias else None
+        # The lookup's gradient sparse: the engine then adds its rows to the decoder's dense gradient
+        # (one copy) instead of zero-filling a [vocabulary, H] gradient of its own and summing the two.
+        self.model.embeddings.word_embeddings.sparse = True
         init_head(self.head, None, config)
 
     def forward(
