@@ -288,9 +288,16 @@ class Embeddings(nn.Module):
         self.word_embeddings = nn.Embedding(config.vocab_size, config.hidden_size)
         self.norm = layer_norm(config)
         self.dropout = nn.Dropout(config.embedding_dropout)
+        # Whether the lookup's gradient is sparse (ModernBertForMaskedLM's tied decoder). Not
+        # nn.Embedding's own `sparse`: DDP would then expect a sparse gradient for the weight, whose
+        # gradient is the decoder's dense one with these rows added.
+        self.sparse_lookup_grad = False
 
     def forward(self, input_ids: torch.Tensor) -> torch.Tensor:
-        return self.dropout(self.norm(self.word_embeddings(input_ids)))
+        # (dense while torch.compile traces: inductor takes no sparse tensors)
+        sparse = self.sparse_lookup_grad and not torch.compiler.is_compiling()
+        lookup = F.embedding(input_ids, self.word_embeddings.weight, sparse=sparse)
+        return self.dropout(self.norm(lookup))
 
 
 class ModernBertPreTrainedModel(nn.Module):
@@ -435,7 +442,7 @@ class ModernBertForMaskedLM(ModernBertPreTrainedModel):
         self.decoder_bias = nn.Parameter(torch.zeros(config.vocab_size)) if config.decoder_bias else None
         # The lookup's gradient sparse: the engine then adds its rows to the decoder's dense gradient
         # (one copy) instead of zero-filling a [vocabulary, H] gradient of its own and summing the two.
-        self.model.embeddings.word_embeddings.sparse = True
+        self.model.embeddings.sparse_lookup_grad = True
         init_head(self.head, None, config)
 
     def forward(
