@@ -1,6 +1,7 @@
 """One ModernBERT masked-LM training step (forward, backward, AdamW step): our
 ModernBertForMaskedLM (bert/model/modernbert.py) against transformers' ModernBertForMaskedLM, same
-weights, batch, optimiser and device, in the same run.
+weights, batch and device, in the same run; each with its fused AdamW (ours as pretraining builds it,
+theirs as transformers' Trainer does by default).
 
     python bench/modernbert_step.py --threads 2                                  # base at 512 and 1024, CPU
     python bench/modernbert_step.py --threads 2 --layers 3 --rounds 2            # a quick look
@@ -30,6 +31,7 @@ from bert.model.flops import pretraining_flops  # noqa: E402
 from bert.model.modernbert import ModernBertForMaskedLM  # noqa: E402
 from bert.model.modernbert_hf import to_hf_state_dict  # noqa: E402
 from bert.model.precision import AUTOCAST_DTYPES  # noqa: E402
+from bert.training.optim import build_optimizer  # noqa: E402
 
 
 def parse_args(argv=None) -> argparse.Namespace:
@@ -86,7 +88,13 @@ def a_batch(config: ModernBertConfig, batch: int, seq_len: int, mask_rate: float
 def step_functions(ours, theirs, batch: dict, precision: str, device: torch.device):
     """One training step of each model, as a function of no arguments that returns when it is done."""
     dtype = AUTOCAST_DTYPES[precision]
-    optimisers = {id(model): torch.optim.AdamW(model.parameters(), lr=1e-5) for model in (ours, theirs)}
+    # Ours: the optimizer pretrain@<phase> builds for `pretrain.optimizer: adamw` (parameter groups,
+    # torch's fused kernel on CUDA and CPU alike). Theirs: torch's fused AdamW, what transformers'
+    # Trainer gives by default (optim adamw_torch_fused with torch >= 2.8).
+    optimisers = {
+        id(ours): build_optimizer(ours, "adamw", learning_rate=1e-5, weight_decay=0.01, fused=True),
+        id(theirs): torch.optim.AdamW(theirs.parameters(), lr=1e-5, weight_decay=0.01, fused=True),
+    }
 
     def finish(model, loss):
         loss.backward()
@@ -158,7 +166,7 @@ def main(argv=None) -> None:
     print("| ---: | ---: | ---: | ---: | ---: | ---: |")
     for seq_len in (int(n) for n in args.seq_lens.split(",")):
         row = bench(args, config, seq_len, device)
-        print(f"| {row['seq_len']} | {row['ours_s']:.2f} | {row['transformers_s']:.2f} | {row['speedup']:.2f}x | "
+        print(f"| {row['seq_len']} | {row['ours_s']:.2f} | {row['transformers_s']:.2f} | {row['speedup']:.3f}x | "
               f"{row['ours_tflops']:.3f} | {row['transformers_tflops']:.3f} |", flush=True)  # fmt: skip
 
 

@@ -5,8 +5,8 @@
 MFU is model FLOPs per second (bert.model.flops) over the dense matmul peak measured in the same run at
 the row's own shapes (bert.model.flops.matmul_peak), for: pretraining phase 1 and phase 2 (a full LAMB
 or AdamW step, pretrain.*, at examples.phase*.max_seq_length, benchmark.pretraining_batch_size sequences,
-ours against transformers.BertForPreTraining, fastest of benchmark.steps rounds; BERT only: a
-ModernBERT's step is bench/modernbert_step.py's), and the fine-tuned SQuAD model's training step
+ours against transformers.BertForPreTraining, or for a ModernBERT ours against
+transformers.ModernBertForMaskedLM, fastest of benchmark.steps rounds), and the fine-tuned SQuAD model's training step
 and inference below, of either family. Inference (ours and transformers' question-answering class
 of the model's family with SDPA, same weights, same run):
 sequences/s and latency p50/p99 at benchmark.batch_size and at batch 1; training: sequences/s of
@@ -104,18 +104,10 @@ def finetuned_figures(spec, precision: str, config, device: torch.device, compar
 
 
 def pretraining_phases(params, config, device: torch.device, compare: bool) -> dict:
-    """pretraining_figures of each phase the model could have been pretrained at; none when
-    benchmark.pretraining_batch_size is 0 or the model is a ModernBERT."""
-    spec = params.benchmark
-    timed = spec.pretraining_batch_size and family.family_of(config) == "bert"
-    if (
-        spec.pretraining_batch_size and not timed
-    ):  # its runner builds BERT's pretraining model and transformers'
-        log.warning(
-            "pretraining not timed: the model is a ModernBERT (bench/modernbert_step.py times its step)"
-        )
+    """pretraining_figures of each phase the model (BERT or ModernBERT) could have been pretrained
+    at; none when benchmark.pretraining_batch_size is 0."""
     figures = {}
-    for phase in layout.PHASES if timed else ():
+    for phase in layout.PHASES if params.benchmark.pretraining_batch_size else ():
         seq_len = getattr(params.examples, phase).max_seq_length
         if seq_len > config.max_position_embeddings:  # a model that pretraining could not have made
             log.warning("pretraining %s not timed: examples.%s.max_seq_length %d exceeds the model's "

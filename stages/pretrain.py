@@ -85,7 +85,7 @@ def pretrain(params: Params, phase: str, distributed: Distributed) -> None:
     run = TrainingRun.build(
         model, pretraining_objective, pretraining_data(params, phase, shards, distributed),
         recipe=params.recipe(phase), settings=params.run_settings(phase), record=run_record(params, phase, shards),
-        max_steps=spec.max_steps, use_apex=params.pretrain.use_apex,
+        max_steps=spec.max_steps, use_apex=params.pretrain.use_apex, fused_on_cpu=True,
         # phase 2's option (no other phase has one): it continues phase 1's optimizer moments
         optimizer_start=_load_phase1_optimizer if getattr(spec, "init_optimizer_from_phase1", False) else None,
     )  # fmt: skip

@@ -79,11 +79,35 @@ def rotary_tables(positions: torch.Tensor, head_size: int, theta: float, dtype: 
     return angles.cos().to(dtype), angles.sin().to(dtype)
 
 
+def turn(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
+    """x * cos + (-second, first) * sin over the last dimension (halves first and second): each
+    pair (x_i, x_{i + d/2}) turned by its angle, written in three passes (no concatenated copy)."""
+    half = x.shape[-1] // 2
+    turned = x * cos
+    turned[..., :half].addcmul_(x[..., half:], sin[..., :half], value=-1)
+    turned[..., half:].addcmul_(x[..., :half], sin[..., half:])
+    return turned
+
+
+class Rotate(torch.autograd.Function):
+    """Turn each pair (x_i, x_{i + d/2}) of the head dimension by its angle, in float32. Its own
+    backward, the turn back by the same angles, saves autograd the graph of the elementwise ops
+    (their intermediates and one kernel each): rotary positions were a fifth of a CPU step."""
+
+    @staticmethod
+    def forward(ctx, x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
+        ctx.save_for_backward(cos, sin)
+        return turn(x.float(), cos, sin).to(x.dtype)
+
+    @staticmethod
+    def backward(ctx, grad: torch.Tensor):
+        cos, sin = ctx.saved_tensors
+        return turn(grad.float(), cos, -sin).to(grad.dtype), None, None
+
+
 def rotate(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
-    """Turn each pair (x_i, x_{i + d/2}) of the head dimension by its angle, in float32."""
-    first, second = x.float().chunk(2, dim=-1)
-    turned = torch.cat((-second, first), dim=-1)
-    return (x.float() * cos + turned * sin).to(x.dtype)
+    """x [..., head_size] turned by its positions' angles, cos and sin broadcasting against it."""
+    return Rotate.apply(x, cos, sin)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -108,20 +132,18 @@ class Attention(nn.Module):
         layer, its WindowChunks; or packed [T, H] with its PackedSequences. rotary: the (cos, sin)
         of every token's position."""
         dropout_p = self.dropout_p if self.training else 0.0
+        # [..., 3H] -> queries and keys [..., 2, heads, head_size], turned together (one angle per
+        # token, the same for every head), and values [..., heads, head_size]
+        qk, v = self.qkv(x).unflatten(-1, (3, self.num_heads, -1)).split((2, 1), dim=-3)
+        cos, sin = (table[..., None, None, :] for table in rotary)
+        (q, k), v = rotate(qk, cos, sin).unbind(-3), v.squeeze(-3)
         if isinstance(mask, PackedSequences):
-            t, h = x.shape
-            q, k, v = self.qkv(x).view(t, 3, self.num_heads, h // self.num_heads).unbind(1)
-            cos, sin = (table[:, None] for table in rotary)  # one angle per token, the same for every head
-            q, k = rotate(q, cos, sin), rotate(k, cos, sin)
             if self.local:
                 y = banded_packed_attention(q, k, v, mask, self.window_radius, dropout_p)
             else:
                 y = packed_attention(q, k, v, mask, dropout_p, jagged=x.is_cuda)
-            return self.out_dropout(self.out(y.reshape(t, h)))
-        n, s, h = x.shape
-        # [N, S, 3H] -> three [N, heads, S, head_size]
-        q, k, v = self.qkv(x).view(n, s, 3, self.num_heads, h // self.num_heads).permute(2, 0, 3, 1, 4)
-        q, k = rotate(q, *rotary), rotate(k, *rotary)
+            return self.out_dropout(self.out(y.flatten(-2)))
+        q, k, v = (t.transpose(1, 2) for t in (q, k, v))  # [N, heads, S, head_size]
         if isinstance(mask, WindowChunks):
             y = chunked_window_attention(q, k, v, mask, dropout_p)
         else:
@@ -266,9 +288,16 @@ class Embeddings(nn.Module):
         self.word_embeddings = nn.Embedding(config.vocab_size, config.hidden_size)
         self.norm = layer_norm(config)
         self.dropout = nn.Dropout(config.embedding_dropout)
+        # Whether the lookup's gradient is sparse (ModernBertForMaskedLM's tied decoder). Not
+        # nn.Embedding's own `sparse`: DDP would then expect a sparse gradient for the weight, whose
+        # gradient is the decoder's dense one with these rows added.
+        self.sparse_lookup_grad = False
 
     def forward(self, input_ids: torch.Tensor) -> torch.Tensor:
-        return self.dropout(self.norm(self.word_embeddings(input_ids)))
+        # (dense while torch.compile traces: inductor takes no sparse tensors)
+        sparse = self.sparse_lookup_grad and not torch.compiler.is_compiling()
+        lookup = F.embedding(input_ids, self.word_embeddings.weight, sparse=sparse)
+        return self.dropout(self.norm(lookup))
 
 
 class ModernBertPreTrainedModel(nn.Module):
@@ -361,6 +390,10 @@ class ModernBertModel(ModernBertPreTrainedModel):
         padding key would leak through the next layer's zero weights). On CUDA where the window is
         short against the sequence, in chunks (WindowChunks); else one [N, 1, S, S] mask."""
         radius = self.config.window_radius
+        # No padding: global layers attend without a mask (a faster kernel). Not read while
+        # torch.compile traces: a branch on the mask's values would break its graph.
+        if attention_mask is not None and not torch.compiler.is_compiling() and bool(attention_mask.all()):
+            attention_mask = None
         # In chunks on CUDA where their keys (size + 2 radius) are at most half the sequence: the
         # dense mask's memory grows with S². On CPU the dense band mask measured faster, even at
         # 1,024 tokens against a 128-token window (docs/performance.md).
@@ -407,6 +440,9 @@ class ModernBertForMaskedLM(ModernBertPreTrainedModel):
         self.head = PredictionHead(config)
         # The decoder's weight is the word embedding matrix; only its bias is the head's own.
         self.decoder_bias = nn.Parameter(torch.zeros(config.vocab_size)) if config.decoder_bias else None
+        # The lookup's gradient sparse: the engine then adds its rows to the decoder's dense gradient
+        # (one copy) instead of zero-filling a [vocabulary, H] gradient of its own and summing the two.
+        self.model.embeddings.sparse_lookup_grad = True
         init_head(self.head, None, config)
 
     def forward(
@@ -473,12 +509,18 @@ class ModernBertForQuestionAnswering(ModernBertTaskModel):
 
 
 def pooled_sequence(
-    model: ModernBertModel, input_ids: torch.Tensor, attention_mask: torch.Tensor
+    model: ModernBertModel,
+    input_ids: torch.Tensor,
+    attention_mask: torch.Tensor,
+    cls_at_first_real: bool = False,
 ) -> torch.Tensor:
     """[N, H] per sequence by classifier_pooling: its first token ("cls"; only that row through
-    the final norm), or the mean of its real tokens ("mean")."""
+    the final norm), or the mean of its real tokens ("mean"). `cls_at_first_real`: the "cls" row is
+    each sequence's first real token, not position 0 (the same where padding is on the right, as
+    ours always is; transformers' multiple-choice class pools so, its sequence classifier not)."""
     if model.config.classifier_pooling == "cls":
-        return model(input_ids, attention_mask, output_positions=input_ids.new_zeros(len(input_ids), 1))[:, 0]
+        first = attention_mask.argmax(-1) if cls_at_first_real else input_ids.new_zeros(len(input_ids))
+        return model(input_ids, attention_mask, output_positions=first[:, None])[:, 0]
     mask = attention_mask[:, :, None].to(torch.float32)
     return (model(input_ids, attention_mask) * mask).sum(1) / mask.sum(1)
 
@@ -521,7 +563,9 @@ class ModernBertForMultipleChoice(ModernBertTaskModel):
     ) -> ClassificationOutput:
         """input_ids, attention_mask: [N, C, S]; labels [N]: the right choice."""
         n, c, _ = input_ids.shape
-        pooled = pooled_sequence(self.model, input_ids.flatten(0, 1), attention_mask.flatten(0, 1))
+        pooled = pooled_sequence(
+            self.model, input_ids.flatten(0, 1), attention_mask.flatten(0, 1), cls_at_first_real=True
+        )
         logits = self.scores(pooled).view(n, c)
         loss = None if labels is None else F.cross_entropy(logits.float(), labels.long().view(-1))
         return ClassificationOutput(loss, logits)

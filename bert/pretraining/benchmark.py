@@ -1,9 +1,10 @@
 """Speed and MFU of one full pretraining step (forward, backward, optimiser step): our
-BertForPreTraining (padded, and unpadded) against transformers.BertForPreTraining, same config,
+BertForPreTraining (padded, and unpadded) against transformers.BertForPreTraining, or for a
+ModernBertConfig our ModernBertForMaskedLM against transformers.ModernBertForMaskedLM, same config,
 batch and device, in the same run. What the benchmark stage and bench/pretrain_step.py run.
 
 Each sequence is full length (no padding, as most phase-1 sequences are) with the attention mask
-passed anyway, `masked_per_seq` masked positions and an NSP label. The models take turns, one
+passed anyway, `masked_per_seq` masked positions and (BERT) an NSP label. The models take turns, one
 round of `steps` steps each, for `rounds` rounds: sequences/s come from each model's fastest round
 (on a shared machine slower rounds time the neighbours), the speed-up is the median of the
 per-round ratios (a shared machine slows both alike within a round). Model FLOPs are counted the
@@ -18,13 +19,13 @@ from collections.abc import Callable
 
 import torch
 
-from bert.model.config import BertConfig
+from bert.model import family
+from bert.model.config import BertConfig, ModernBertConfig
 from bert.model.flops import MatmulPeak, best_peak, mfu, pretraining_flops
-from bert.model.network import BertForPreTraining
 from bert.model.precision import AUTOCAST_DTYPES, grad_scaler
 from bert.training.optim import build_optimizer
 
-MODELS = ("ours", "ours_unpadded", "transformers")  # ours_unpadded: BertForPreTraining(unpad=True)
+MODELS = ("ours", "ours_unpadded", "transformers")  # ours_unpadded: our model with unpad=True
 
 
 def masked_per_sequence(
@@ -35,7 +36,7 @@ def masked_per_sequence(
     return masked if max_predictions is None else min(masked, max_predictions)
 
 
-def make_batch(config: BertConfig, batch: int, seq_len: int, masked_per_seq: int, device: torch.device,
+def make_batch(config: BertConfig | ModernBertConfig, batch: int, seq_len: int, masked_per_seq: int, device: torch.device,
                seed: int = 0) -> dict:  # fmt: skip
     """Full-length random sequences in the HDF5 shard layout (and transformers' -100 labels)."""
     g = torch.Generator().manual_seed(seed)
@@ -64,21 +65,42 @@ def synchronize(device: torch.device) -> None:
         torch.cuda.synchronize(device)
 
 
-class Runner:
-    """One model, its optimiser (`optimizer`, lamb or adamw, for every model) and the step being timed."""
+def transformers_pretraining_model(config: BertConfig | ModernBertConfig) -> torch.nn.Module:
+    """transformers' pretraining model of `config`'s family (SDPA attention), freshly initialised."""
+    import transformers
 
-    def __init__(self, name: str, config: BertConfig, optimizer: str, precision: str, device: torch.device):
+    if family.family_of(config) == "modernbert":
+        hf_config = transformers.ModernBertConfig.from_dict(config.to_dict(), attn_implementation="sdpa")
+        return transformers.ModernBertForMaskedLM(hf_config)
+    hf_config = transformers.BertConfig(**config.to_dict(), attn_implementation="sdpa")
+    return transformers.BertForPreTraining(hf_config)
+
+
+class Runner:
+    """One model, its optimiser (`optimizer`, lamb or adamw, for every model) and the step being timed.
+    The config's family picks the models: our BertForPreTraining and transformers', or our
+    ModernBertForMaskedLM and transformers' (masked LM only: no token types, no next sentence)."""
+
+    def __init__(
+        self,
+        name: str,
+        config: BertConfig | ModernBertConfig,
+        optimizer: str,
+        precision: str,
+        device: torch.device,
+    ):
         torch.manual_seed(0)
         self.name = name
+        self.family = family.family_of(config)
         if name in ("ours", "ours_unpadded"):
-            self.model = BertForPreTraining(config, unpad=name == "ours_unpadded").to(device)
+            self.model = family.fresh(config, "pretraining", unpad=name == "ours_unpadded").to(device)
         else:
-            import transformers
-
-            hf_config = transformers.BertConfig(**config.to_dict(), attn_implementation="sdpa")
-            self.model = transformers.BertForPreTraining(hf_config).to(device)
-        # The same optimiser for every model: at small sizes its step is much of the time.
-        self.optimizer = build_optimizer(self.model, optimizer, learning_rate=1e-4, weight_decay=0.01)
+            self.model = transformers_pretraining_model(config).to(device)
+        # The same optimiser for every model, as pretrain@<phase> builds it (AdamW's fused kernel on
+        # CPU too): at small sizes its step is much of the time.
+        self.optimizer = build_optimizer(
+            self.model, optimizer, learning_rate=1e-4, weight_decay=0.01, fused=True
+        )
         self.model.train()
         self.device = device
         dtype = AUTOCAST_DTYPES[precision]
@@ -93,7 +115,14 @@ class Runner:
     def loss(self, batch: dict) -> torch.Tensor:
         if self.name != "transformers":
             keys = ("input_ids", "token_type_ids", "attention_mask", "masked_lm_positions", "masked_lm_ids")
-            return self.model(*(batch[key] for key in keys), batch["next_sentence_labels"]).loss
+            next_sentence = batch["next_sentence_labels"] if self.family == "bert" else None
+            return self.model(*(batch[key] for key in keys), next_sentence).loss
+        if self.family == "modernbert":
+            return self.model(
+                input_ids=batch["input_ids"],
+                attention_mask=batch["attention_mask"],
+                labels=batch["hf_labels"],
+            ).loss
         return self.model(
             input_ids=batch["input_ids"],
             token_type_ids=batch["token_type_ids"],
@@ -124,7 +153,7 @@ class Runner:
 
 
 def time_pretraining(
-    config: BertConfig,
+    config: BertConfig | ModernBertConfig,
     batch_size: int,
     seq_len: int,
     masked_per_seq: int | None = None,

@@ -237,7 +237,7 @@ class TrainingStep:
         self.device = next(model.parameters()).device
         self.amp_dtype = AUTOCAST_DTYPES[precision]
         self.scaler = torch.amp.GradScaler(self.device.type, enabled=precision == "fp16")
-        self.optimizer = build_optimizer(model, "adamw", 3e-5, 0.01, fused=True)
+        self.optimizer = build_optimizer(model, "adamw", 3e-5, 0.01, fused=self.device.type == "cuda")
 
     def __call__(self, batch: dict) -> float:
         """Runs the step on `batch` and returns its seconds (the device synchronised)."""

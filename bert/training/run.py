@@ -60,13 +60,15 @@ class TrainingRun:
         max_steps: int | None,
         use_apex: bool,
         optimizer_start: Callable[[torch.optim.Optimizer], None] | None = None,
+        fused_on_cpu: bool = False,
     ) -> "TrainingRun":
         """The run of `model` (on its device) by `recipe` and `settings`. `data` is called with the
         batching keywords (global_batch_size, micro_batch_size, seed, rank, world_size,
         length_binning) and returns the rank's micro-batches. `max_steps`: the run's optimizer
         steps; None for a FineTuningRecipe, whose epochs count passes over the loader's
         `num_examples`. `optimizer_start(optimizer)` loads a starting state into the fresh
-        optimizer before the schedule is built on it."""
+        optimizer before the schedule is built on it. `fused_on_cpu`: AdamW's fused kernel on CPU
+        too (bert.training.optim.recipe_optimizer; pretraining asks for it)."""
         rank, world_size = rank_and_world_size()
         batches = data(
             global_batch_size=recipe.global_batch_size, micro_batch_size=recipe.micro_batch_size,
@@ -76,7 +78,7 @@ class TrainingRun:
             if not isinstance(recipe, FineTuningRecipe):
                 raise ValueError("max_steps is None, but the recipe has no epochs to count steps by")
             max_steps = steps_for_epochs(batches.num_examples, recipe.epochs, recipe.global_batch_size)
-        optimizer = recipe_optimizer(model, recipe, use_apex)
+        optimizer = recipe_optimizer(model, recipe, use_apex, fused_on_cpu)
         if optimizer_start is not None:
             optimizer_start(optimizer)
         scheduler = learning_rate_schedule(optimizer, recipe, max_steps)

@@ -18,6 +18,7 @@ from bert.model.modernbert import (
     ModernBertForSequenceClassification,
     ModernBertModel,
 )
+from bert.model.modernbert_hf import hf_name
 from bert.model.network import BertForPreTraining
 from bert.model.presets import MODERNBERT_PRESETS, SIZES
 
@@ -70,6 +71,10 @@ def perturbed(model, seed=1):
         for parameter in model.parameters():
             parameter.add_(0.05 * torch.randn(parameter.shape, generator=generator))
     return model.eval()
+
+
+def hf_names(tensors: dict) -> dict:
+    return {hf_name(name): tensor for name, tensor in tensors.items()}
 
 
 @pytest.fixture(scope="module", params=list(SHAPES))
@@ -160,6 +165,23 @@ def test_what_we_save_loads_in_transformers_with_our_outputs(tmp_path, shape, he
         torch.testing.assert_close(reloaded, mine, atol=0, rtol=0)
 
 
+def test_multiple_choice_pools_the_first_real_token_of_left_padded_choices(tmp_path):
+    """classifier_pooling "cls": transformers' multiple-choice class pools each choice's first real
+    token (its sequence classifier, position 0); with padding on the left they differ."""
+    config = ModernBertConfig(**TINY, **SPECIAL, **SHAPES["biases, global every 2nd, cls"])
+    torch.manual_seed(0)
+    ours = perturbed(ModernBertForMultipleChoice(config))
+    ours.save_pretrained(tmp_path / "ours")
+    theirs = transformers.ModernBertForMultipleChoice.from_pretrained(
+        tmp_path / "ours", attn_implementation="sdpa"
+    )
+    input_ids, mask = (tensor.flip(-1)[None] for tensor in ragged_batch())  # one example, three choices
+    with torch.no_grad():
+        got = ours(input_ids, None, mask).logits
+        want = theirs.eval()(input_ids=input_ids, attention_mask=mask).logits
+    torch.testing.assert_close(got, want, atol=1e-5, rtol=0)
+
+
 def test_our_masked_lm_loads_in_transformers_with_our_logits(tmp_path):
     config = ModernBertConfig(**TINY, **SPECIAL, **SHAPES["no biases, global every 3rd, mean"])
     torch.manual_seed(0)
@@ -180,19 +202,30 @@ def test_our_masked_lm_loads_in_transformers_with_our_logits(tmp_path):
     torch.testing.assert_close(got, want[rows, positions[positions != 0]], atol=1e-5, rtol=0)
 
 
-def test_the_unpadded_path_trains_as_the_padded_one():
+@pytest.mark.parametrize("rows", [3, 1], ids=["ragged", "unpadded batch"])
+def test_both_paths_train_as_transformers(rows):
+    """The MLM loss's gradients, ours padded and unpadded against transformers' on the same
+    weights: our rotary positions and the unmasked global layers of a batch without padding have
+    backward passes of their own."""
     config = ModernBertConfig(**TINY, **SPECIAL, **SHAPES["biases, global every 2nd, cls"])
     torch.manual_seed(0)
     padded = perturbed(ModernBertForMaskedLM(config)).train()
     unpadded = ModernBertForMaskedLM(config, unpad=True)
     unpadded.load_state_dict(padded.state_dict())
-    input_ids, mask = ragged_batch()
-    positions = torch.tensor([[3, 9, 20], [1, 12, 0], [4, 0, 0]])
-    labels = torch.tensor([[5, 6, 7], [8, 9, 0], [10, 0, 0]])
+    theirs = transformers.ModernBertForMaskedLM(hf_config("biases, global every 2nd, cls")).train()
+    theirs.load_state_dict(hf_names(padded.state_dict()), strict=False)  # its decoder is tied
+    input_ids, mask = ragged_batch(rows)
+    positions = torch.tensor([[3, 9, 20], [1, 12, 0], [4, 0, 0]])[:rows]
+    labels = torch.tensor([[5, 6, 7], [8, 9, 0], [10, 0, 0]])[:rows]
     for model in (padded, unpadded):
         model(input_ids, None, mask, positions, labels).loss.backward()
-    for (name, a), b in zip(padded.named_parameters(), unpadded.parameters(), strict=True):
-        torch.testing.assert_close(b.grad, a.grad, atol=1e-5, rtol=1e-4, msg=name)
+    dense_labels = torch.full_like(input_ids, -100).scatter(1, positions, labels)
+    dense_labels[:, 0] = -100  # slot position 0 is unused
+    theirs(input_ids=input_ids, attention_mask=mask, labels=dense_labels).loss.backward()
+    want = dict(theirs.named_parameters())
+    for model in (padded, unpadded):
+        for name, parameter in hf_names(dict(model.named_parameters())).items():
+            torch.testing.assert_close(parameter.grad, want[name].grad, atol=1e-5, rtol=1e-4, msg=name)
 
 
 def test_the_old_and_new_config_spellings_are_one_config(tmp_path):
