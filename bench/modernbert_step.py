@@ -31,6 +31,7 @@ from bert.model.flops import pretraining_flops  # noqa: E402
 from bert.model.modernbert import ModernBertForMaskedLM  # noqa: E402
 from bert.model.modernbert_hf import to_hf_state_dict  # noqa: E402
 from bert.model.precision import AUTOCAST_DTYPES  # noqa: E402
+from bert.pretraining.benchmark import transformers_pretraining_model  # noqa: E402
 from bert.training.optim import build_optimizer  # noqa: E402
 
 
@@ -57,12 +58,9 @@ def parse_args(argv=None) -> argparse.Namespace:
 
 def the_two_models(config: ModernBertConfig, device: torch.device):
     """Ours, freshly initialised, and transformers' with the same weights."""
-    import transformers
-
     torch.manual_seed(0)
     ours = ModernBertForMaskedLM(config).to(device).train()
-    theirs_config = transformers.ModernBertConfig.from_dict(config.to_dict(), attn_implementation="sdpa")
-    theirs = transformers.ModernBertForMaskedLM(theirs_config).to(device).train()
+    theirs = transformers_pretraining_model(config).to(device).train()
     missing, unexpected = theirs.load_state_dict(to_hf_state_dict(ours), strict=False)
     if set(missing) - {"decoder.weight"} or unexpected:  # the decoder's weight is tied to the embeddings
         raise RuntimeError(f"weights do not map: missing {missing}, unexpected {unexpected}")

@@ -189,11 +189,12 @@ def run_record(params: Params, phase: str, shards: list[Path]) -> RunRecord:
     recipe (the run adds that: bert.training.run), which its checkpoints belong to (their signature
     hashes it). Not the world size or max_steps: resuming on other hardware, or with a larger
     max_steps (a longer run), is allowed."""
+    examples = getattr(params.examples, phase)
     described = {
         "phase": phase,
         "model": params.model.size,
-        "masking": getattr(params.examples, phase).masking,
-        "next_sentence": getattr(params.examples, phase).next_sentence,
+        "masking": examples.masking,
+        "next_sentence": examples.next_sentence,
         "shards": [(p.name, p.stat().st_size) for p in shards],
         # What the shards were made from and how (the manifest lists params, vocab hash and counts).
         "manifest": file_sha256(layout.examples(phase) / "manifest.json"),

@@ -304,16 +304,13 @@ class Params:
         squad.recipe's or tasks.<task>.recipe's changes."""
         block = self._block(run_kind(of).of(of, "recipe"))
         if isinstance(block, Recipe):
-            return Recipe(**{field.name: getattr(block, field.name) for field in dataclasses.fields(Recipe)})
+            return _as(Recipe, block)
         return dataclasses.replace(self.finetune.recipe, **block)
 
     def run_settings(self, of: str) -> RunSettings:
         """How the run of phase1, phase2, "squad" or a task computes and records: pretrain's or
         finetune's shared keys."""
-        block = self._block(run_kind(of).run_settings)
-        return RunSettings(
-            **{field.name: getattr(block, field.name) for field in dataclasses.fields(RunSettings)}
-        )
+        return _as(RunSettings, self._block(run_kind(of).run_settings))
 
     def check_global_batch(self, of: str) -> None:
         """Every training stage, before any work: the global batch of `of` (phase1, phase2, squad or
@@ -333,6 +330,12 @@ class Params:
     def _block(self, dotted: str):
         """The value of the params block `dotted` (pretrain.phase1, tasks.rte.recipe)."""
         return functools.reduce(getattr, dotted.split("."), self)
+
+
+def _as(kind: type, block):
+    """`block`'s fields of the dataclass `kind` (a subclass of it, or a block that inherits its
+    fields), as a `kind`: a phase's recipe without its max_steps, a block's run settings."""
+    return kind(**{field.name: getattr(block, field.name) for field in dataclasses.fields(kind)})
 
 
 def load_params(path: str | Path = PARAMS_FILE) -> Params:
